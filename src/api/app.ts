@@ -1,0 +1,55 @@
+/**
+ * The Hono app: routes, the per-request context (config, database, kick) and the one error
+ * mapping. Platform differences (Workers vs a long-lived server) come in through `Platform`.
+ */
+import { Hono } from 'hono';
+import { loadConfig } from '../config.ts';
+import { ConfigError } from '../core/errors.ts';
+import { loadKeyring } from '../security/keyring.ts';
+import type { AppEnv, Platform } from './context.ts';
+import { problemOf, problemResponse } from './problem.ts';
+import { meta } from './routes/meta.ts';
+import { tasks } from './routes/tasks.ts';
+
+export function createApp(platform: Platform): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', async (c, next) => {
+    const config = loadConfig(c.env);
+    c.set('config', config);
+    c.set('keyring', () => loadKeyring(config.signingKeys));
+    let db: ReturnType<Platform['openDb']> | null = null;
+    // Opened on first use: health checks of the JWKS never touch the database.
+    c.set('db', {
+      query: (text, params) => (db ??= platform.openDb(config)).query(text, params),
+      transaction: (fn) => (db ??= platform.openDb(config)).transaction(fn),
+    });
+    let kicked = false;
+    c.set('kick', () => {
+      if (kicked) return;
+      kicked = true;
+      platform.kick(config, c.env, c.executionCtx);
+    });
+    try {
+      await next();
+    } finally {
+      if (db) c.executionCtx.waitUntil((db as { close(): Promise<void> }).close());
+    }
+  });
+
+  app.route('/', meta);
+  app.route('/v1/tasks', tasks);
+
+  app.notFound((c) => problemResponse(c, { type: 'about:blank', title: 'Not Found', status: 404, code: 'not_found', detail: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }));
+  app.onError((error, c) => {
+    const problem = problemOf(error);
+    if (problem.status >= 500) console.error(error instanceof ConfigError ? error.message : error);
+    // The operator reads the whole message in the log; a client learns only which variables.
+    if (error instanceof ConfigError) {
+      const names = [...new Set(error.issues.map((i) => i.path.split('.')[0]))].join(', ');
+      return problemResponse(c, { ...problem, detail: `Sluice is misconfigured (${names}); the server log says how to fix it` });
+    }
+    return problemResponse(c, problem);
+  });
+  return app;
+}

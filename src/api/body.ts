@@ -1,0 +1,42 @@
+/** Reading a JSON request body within a size limit; every failure is a 4xx naming the cause. */
+import { PayloadTooLargeError, SluiceError, ValidationError } from '../core/errors.ts';
+
+export async function readJson(request: Request, limitBytes: number): Promise<unknown> {
+  const type = request.headers.get('content-type');
+  if (type !== null && !/^application\/([\w.+-]*\+)?json\b/i.test(type.trim())) {
+    throw new SluiceError(415, 'unsupported_media_type', `the body must be JSON (Content-Type: application/json), not ${type}`);
+  }
+  const declared = Number(request.headers.get('content-length') ?? '0');
+  if (declared > limitBytes) throw new PayloadTooLargeError(limitBytes);
+  const text = await readText(request, limitBytes);
+  if (text.trim() === '') throw new ValidationError([{ path: '', message: 'the request body is empty; send a JSON object' }]);
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new SluiceError(400, 'invalid_json', `the body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+async function readText(request: Request, limitBytes: number): Promise<string> {
+  if (!request.body) return '';
+  const reader = request.body.getReader();
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  let size = 0;
+  let text = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > limitBytes) {
+        await reader.cancel().catch(() => {});
+        throw new PayloadTooLargeError(limitBytes);
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+    return text + decoder.decode();
+  } catch (error) {
+    if (error instanceof SluiceError) throw error;
+    throw new SluiceError(400, 'invalid_body', 'the body is not valid UTF-8 or could not be read');
+  }
+}

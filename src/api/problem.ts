@@ -1,0 +1,55 @@
+/** The one mapping from errors to responses: RFC 9457 problem documents. */
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { type FieldIssue, SluiceError } from '../core/errors.ts';
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail: string;
+  issues?: readonly FieldIssue[];
+}
+
+export function problemResponse(c: Context, p: Problem): Response {
+  return c.body(JSON.stringify(p), p.status as 400, { 'content-type': 'application/problem+json' });
+}
+
+export function problemOf(error: unknown): Problem {
+  if (error instanceof SluiceError) {
+    return {
+      type: `https://sluice.dev/problems/${error.code}`,
+      title: titleOf(error.status),
+      status: error.status,
+      code: error.code,
+      detail: error.message,
+      ...(error.issues.length > 0 ? { issues: error.issues } : {}),
+    };
+  }
+  if (error instanceof HTTPException) {
+    return { type: 'about:blank', title: titleOf(error.status), status: error.status, code: codeOf(error.status), detail: error.message || titleOf(error.status) };
+  }
+  return { type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'internal', detail: 'an internal error occurred; it has been logged' };
+}
+
+function titleOf(status: number): string {
+  return TITLES[status] ?? (status >= 500 ? 'Server Error' : 'Client Error');
+}
+
+function codeOf(status: number): string {
+  return (TITLES[status] ?? 'error').toLowerCase().replace(/ /g, '_');
+}
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};

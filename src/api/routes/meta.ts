@@ -1,0 +1,19 @@
+/** Unauthenticated endpoints: health and the public signing keys. */
+import { Hono } from 'hono';
+import type { AppEnv } from '../context.ts';
+
+export const meta = new Hono<AppEnv>();
+
+meta.get('/healthz', async (c) => {
+  try {
+    await c.var.db.query('select 1');
+    return c.json({ status: 'ok' });
+  } catch {
+    return c.json({ status: 'unavailable', detail: 'the database does not answer' }, 503);
+  }
+});
+
+meta.get('/.well-known/jwks.json', async (c) => {
+  const keyring = await c.var.keyring();
+  return c.json(keyring.jwks, 200, { 'cache-control': 'public, max-age=300' });
+});

@@ -1,0 +1,99 @@
+/** /v1/tasks: enqueue (one or a batch), read, list, cancel. */
+import { Hono } from 'hono';
+import { NotFoundError, ValidationError, type FieldIssue } from '../../core/errors.ts';
+import { fieldIssues } from '../../core/issues.ts';
+import { LIMITS } from '../../core/types.ts';
+import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList } from '../../db/tasks.ts';
+import { requireScope } from '../auth.ts';
+import { readJson } from '../body.ts';
+import type { AppEnv } from '../context.ts';
+import { batchSchema, enqueueSchema, listQuerySchema, resolveTask } from '../schemas.ts';
+import type { Config } from '../../config.ts';
+import { taskView } from '../views.ts';
+
+export const tasks = new Hono<AppEnv>();
+
+tasks.post('/', requireScope('tasks:write'), async (c) => {
+  const raw = await readJson(c.req.raw, LIMITS.requestBytes);
+  const [task] = validateTasks([raw], c.var.config, '');
+  const [result] = await taskInsertMany(c.var.db, [task as NewTask]);
+  c.var.kick();
+  return c.json(enqueuedView(result as Enqueued), result?.deduplicated ? 200 : 201);
+});
+
+tasks.post('/batch', requireScope('tasks:write'), async (c) => {
+  const raw = await readJson(c.req.raw, LIMITS.batchRequestBytes);
+  const parsed = batchSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const newTasks = validateTasks(parsed.data.tasks, c.var.config, 'tasks');
+  const results = await taskInsertMany(c.var.db, newTasks);
+  c.var.kick();
+  return c.json({ tasks: results.map(enqueuedView) }, 201);
+});
+
+tasks.get('/', requireScope('tasks:read'), async (c) => {
+  const parsed = listQuerySchema.safeParse(c.req.query());
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const q = parsed.data;
+  const beforeId = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+  const rows = await taskList(c.var.db, { queue: q.queue, status: q.status, concurrencyKey: q.concurrency_key, beforeId, limit: q.limit });
+  const last = rows.at(-1);
+  return c.json({ tasks: rows.map((t) => taskView(t)), next_cursor: rows.length === q.limit && last ? encodeCursor(last.id) : null });
+});
+
+tasks.get('/:id', requireScope('tasks:read'), async (c) => {
+  const id = taskId(c.req.param('id'));
+  const task = id === null ? null : await taskGet(c.var.db, id);
+  if (!task) throw new NotFoundError(`task ${c.req.param('id')}`);
+  return c.json(taskView(task, { body: true }));
+});
+
+tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
+  const id = taskId(c.req.param('id'));
+  if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
+  return c.json(taskView(await taskCancel(c.var.db, id)));
+});
+
+/** Validates every item first, so a batch with one bad task writes nothing. */
+function validateTasks(items: readonly unknown[], config: Config, prefix: string): NewTask[] {
+  const issues: FieldIssue[] = [];
+  const out: NewTask[] = [];
+  items.forEach((item, i) => {
+    const at = prefix === '' ? '' : `${prefix}.${i}`;
+    const parsed = enqueueSchema.safeParse(item);
+    if (!parsed.success) {
+      issues.push(...fieldIssues(parsed.error, at));
+      return;
+    }
+    const resolved = resolveTask(parsed.data, config);
+    if ('issues' in resolved) issues.push(...resolved.issues.map((x) => ({ ...x, path: at ? `${at}.${x.path}` : x.path })));
+    else out.push(resolved.task);
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
+  return out;
+}
+
+function enqueuedView(e: Enqueued) {
+  return { ...taskView(e.task), deduplicated: e.deduplicated };
+}
+
+/** Task ids are positive 64-bit integers; anything else cannot name a task. */
+function taskId(text: string): string | null {
+  return /^[1-9]\d{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n ? text : null;
+}
+
+function encodeCursor(id: string): string {
+  return btoa(`before:${id}`).replace(/=+$/, '');
+}
+
+function decodeCursor(cursor: string): string {
+  let text = '';
+  try {
+    text = atob(cursor);
+  } catch {
+    // Falls through to the error below.
+  }
+  const id = /^before:(\d+)$/.exec(text)?.[1];
+  if (!id || taskId(id) === null) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API returned' }]);
+  return id;
+}

@@ -1,0 +1,42 @@
+/** How a task looks on the wire (snake_case). */
+import type { Task } from '../core/types.ts';
+
+export function taskView(task: Task, options: { body?: boolean } = {}) {
+  return {
+    id: task.id,
+    queue: task.queue,
+    status: task.status,
+    url: task.url,
+    method: task.method,
+    concurrency_key: task.concurrencyKey,
+    concurrency_limit: task.concurrencyLimit,
+    priority: task.priority,
+    run_at: task.runAt.toISOString(),
+    expires_at: task.expiresAt?.toISOString() ?? null,
+    attempts: task.attempts,
+    max_attempts: task.maxAttempts,
+    timeout_ms: task.timeoutMs,
+    lease_ms: task.leaseMs,
+    dedup_key: task.dedupKey,
+    lease: task.lease ? { id: task.lease.id, leased_at: task.lease.leasedAt.toISOString(), expires_at: task.lease.expiresAt.toISOString() } : null,
+    cancel_requested: task.cancelRequestedAt !== null,
+    result: task.result,
+    last_error: task.lastError,
+    last_status: task.lastStatus,
+    created_at: task.createdAt.toISOString(),
+    updated_at: task.updatedAt.toISOString(),
+    finished_at: task.finishedAt?.toISOString() ?? null,
+    ...(options.body ? { content_type: task.contentType, headers: task.headers, ...bodyView(task) } : {}),
+  };
+}
+
+function bodyView(task: Task): { body: unknown } | { body_text: string | null } {
+  if (task.body !== null && task.contentType === 'application/json') {
+    try {
+      return { body: JSON.parse(task.body) };
+    } catch {
+      // Stored as text after all: show it as such.
+    }
+  }
+  return { body_text: task.body };
+}

@@ -1,0 +1,211 @@
+/**
+ * Sluice's configuration: wrangler `[vars]` and secrets on Workers, environment variables
+ * elsewhere (DESIGN.md §7). Parsed once per environment with zod into a frozen `Config`;
+ * every message names the variable and the fix.
+ */
+import type { JWK } from 'jose';
+import { z } from 'zod';
+import { ConfigError, type FieldIssue } from './core/errors.ts';
+import { fieldIssues } from './core/issues.ts';
+import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
+import { type ApiKeyEntry, SCOPES } from './security/api-keys.ts';
+import { signingKeyProblems } from './security/keyring.ts';
+import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
+
+/** Queue and task names: short, URL-safe, no surprises in logs or paths. */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
+
+export const backoffSchema = z
+  .object({
+    initial_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
+    max_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
+    factor: z.number().min(1).max(100).optional(),
+    jitter: z.number().min(0).max(1).optional(),
+  })
+  .strict();
+
+/** Options of one queue in `SLUICE_QUEUES` (snake_case, as on the wire). */
+export const queueOptionsSchema = z
+  .object({
+    url: z.string().max(LIMITS.urlChars).optional(),
+    max_attempts: z.number().int().min(1).max(LIMITS.maxAttempts).optional(),
+    backoff: backoffSchema.optional(),
+    lease_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
+    timeout_ms: z.number().int().min(100).max(LIMITS.maxLeaseMs).optional(),
+  })
+  .strict();
+export type QueueOptions = z.infer<typeof queueOptionsSchema>;
+
+/** A queue's effective defaults for the tasks enqueued into it. */
+export interface QueueDefaults {
+  url: string | null;
+  maxAttempts: number;
+  backoff: Backoff;
+  leaseMs: number;
+  timeoutMs: number;
+}
+
+export interface Config {
+  databaseUrl: string;
+  apiKeys: readonly ApiKeyEntry[];
+  signingKeys: { keys: JWK[] };
+  webhookSecret: Uint8Array<ArrayBuffer> | null;
+  issuer: string;
+  leaseMs: number;
+  pushTimeoutMs: number;
+  maxClaimBatch: number;
+  dispatchParallelism: number;
+  allowPrivateTargets: boolean;
+  queues: Readonly<Record<string, QueueOptions>>;
+  /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
+  neonWsProxy: string | null;
+}
+
+export type Env = Readonly<Record<string, unknown>>;
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/** A JSON value given as a string (env vars, secrets) or already parsed (wrangler JSON vars). */
+function json<T extends z.ZodType>(schema: T) {
+  return z.preprocess((value, ctx) => {
+    if (typeof value !== 'string') return value;
+    try {
+      return JSON.parse(value);
+    } catch {
+      // The parser's message may quote the text, and the text may be a secret: say less.
+      ctx.addIssue({ code: 'custom', message: 'is not valid JSON' });
+      return z.NEVER;
+    }
+  }, schema);
+}
+
+const apiKeysSchema = z
+  .array(
+    z
+      .object({
+        name: z.string().min(1).max(LIMITS.nameChars),
+        sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the lower-case hex SHA-256 of the key (npm run keys:api)'),
+        scopes: z.array(z.enum(SCOPES)).min(1),
+      })
+      .strict(),
+  )
+  .min(1, 'needs at least one key (create one with: npm run keys:api)');
+
+const signingKeysSchema = z.custom<{ keys: JWK[] }>().superRefine((value, ctx) => {
+  for (const message of signingKeyProblems(value)) ctx.addIssue({ code: 'custom', message: `${message} (create a key with: npm run keys:signing)` });
+});
+
+const envSchema = z
+  .object({
+    DATABASE_URL: z.string({ error: 'is required: the Postgres connection string' }).min(1, 'is required'),
+    SLUICE_API_KEYS: json(apiKeysSchema),
+    SLUICE_SIGNING_KEYS: json(signingKeysSchema),
+    SLUICE_WEBHOOK_SECRET: z
+      .string()
+      .optional()
+      .transform((secret, ctx) => {
+        if (!secret) return null;
+        try {
+          return webhookSecretBytes(secret);
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: (error as Error).message });
+          return z.NEVER;
+        }
+      }),
+    SLUICE_ISSUER: z.string().min(1).default('sluice'),
+    SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
+    SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
+    SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
+    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
+    SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
+    SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
+    SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
+  })
+  .superRefine((env, ctx) => {
+    if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SLUICE_PUSH_TIMEOUT_MS'],
+        message: `must be shorter than SLUICE_LEASE_MS (${env.SLUICE_LEASE_MS}), so a slot is never handed on while its push is open`,
+      });
+    }
+    for (const [name, q] of Object.entries(env.SLUICE_QUEUES ?? {})) {
+      const lease = q.lease_ms ?? env.SLUICE_LEASE_MS;
+      const timeout = q.timeout_ms ?? env.SLUICE_PUSH_TIMEOUT_MS;
+      if (timeout >= lease) {
+        ctx.addIssue({ code: 'custom', path: ['SLUICE_QUEUES', name, 'timeout_ms'], message: `must be shorter than the lease (${lease} ms)` });
+      }
+    }
+  });
+
+const cache = new WeakMap<object, Config>();
+
+/** Parses the environment once per env object; throws `ConfigError` naming every problem. */
+export function loadConfig(env: Env): Config {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const parsed = envSchema.safeParse(blankToUndefined(env));
+  if (!parsed.success) throw new ConfigError(fieldIssues(parsed.error).map(explain));
+  const e = parsed.data;
+  const config: Config = Object.freeze({
+    databaseUrl: e.DATABASE_URL,
+    apiKeys: Object.freeze(e.SLUICE_API_KEYS),
+    signingKeys: e.SLUICE_SIGNING_KEYS,
+    webhookSecret: e.SLUICE_WEBHOOK_SECRET,
+    issuer: e.SLUICE_ISSUER,
+    leaseMs: e.SLUICE_LEASE_MS,
+    pushTimeoutMs: e.SLUICE_PUSH_TIMEOUT_MS,
+    maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
+    dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,
+    allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
+    queues: Object.freeze(e.SLUICE_QUEUES),
+    neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
+  });
+  cache.set(env, config);
+  return config;
+}
+
+/** The defaults a queue gives its tasks: the queue's options, else the global ones. */
+export function queueDefaults(config: Config, queue: string): QueueDefaults {
+  const q = config.queues[queue] ?? {};
+  const b = q.backoff ?? {};
+  return {
+    url: q.url ?? null,
+    maxAttempts: q.max_attempts ?? DEFAULT_RETRY.maxAttempts,
+    backoff: {
+      initialMs: b.initial_ms ?? DEFAULT_RETRY.backoff.initialMs,
+      maxMs: b.max_ms ?? DEFAULT_RETRY.backoff.maxMs,
+      factor: b.factor ?? DEFAULT_RETRY.backoff.factor,
+      jitter: b.jitter ?? DEFAULT_RETRY.backoff.jitter,
+    },
+    leaseMs: q.lease_ms ?? config.leaseMs,
+    timeoutMs: q.timeout_ms ?? config.pushTimeoutMs,
+  };
+}
+
+/** The effective limits, one line, for the dispatcher's start-up log. */
+export function describeLimits(config: Config): string {
+  return [
+    `lease ${config.leaseMs} ms`,
+    `push timeout ${config.pushTimeoutMs} ms`,
+    `claim batch ${config.maxClaimBatch}`,
+    `parallelism ${config.dispatchParallelism}`,
+    `queues ${Object.keys(config.queues).join(', ') || '(none configured)'}`,
+  ].join(', ');
+}
+
+function blankToUndefined(env: Env): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (typeof v === 'string' && v.trim() === '') continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+function explain(issue: FieldIssue): FieldIssue {
+  if (issue.message.startsWith('Invalid input: expected string, received undefined')) {
+    return { ...issue, message: 'is required (set it as a secret: wrangler secret put, or in .dev.vars)' };
+  }
+  return issue;
+}

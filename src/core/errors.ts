@@ -1,0 +1,75 @@
+/**
+ * Named errors. Each carries the HTTP status and a stable `code`; the API's one `onError`
+ * turns them into JSON problem documents (RFC 9457).
+ */
+
+export interface FieldIssue {
+  /** Where the problem is, e.g. `tasks.3.url` or `SLUICE_QUEUES.emails.url`. */
+  path: string;
+  message: string;
+}
+
+export class SluiceError extends Error {
+  override name = 'SluiceError';
+  readonly status: number;
+  readonly code: string;
+  readonly issues: readonly FieldIssue[];
+
+  constructor(status: number, code: string, message: string, options?: { cause?: unknown; issues?: FieldIssue[] }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.status = status;
+    this.code = code;
+    this.issues = options?.issues ?? [];
+  }
+}
+
+export class ValidationError extends SluiceError {
+  override name = 'ValidationError';
+  constructor(issues: FieldIssue[], message = describeIssues(issues)) {
+    super(400, 'invalid_request', message, { issues });
+  }
+}
+
+export class UnauthorizedError extends SluiceError {
+  override name = 'UnauthorizedError';
+  constructor(message = 'a valid API key is required: send "Authorization: Bearer <key>"') {
+    super(401, 'unauthorized', message);
+  }
+}
+
+export class ForbiddenError extends SluiceError {
+  override name = 'ForbiddenError';
+  constructor(scope: string) {
+    super(403, 'forbidden', `this API key lacks the "${scope}" scope`);
+  }
+}
+
+export class NotFoundError extends SluiceError {
+  override name = 'NotFoundError';
+  constructor(what: string) {
+    super(404, 'not_found', `${what} was not found`);
+  }
+}
+
+export class ConflictError extends SluiceError {
+  override name = 'ConflictError';
+}
+
+export class PayloadTooLargeError extends SluiceError {
+  override name = 'PayloadTooLargeError';
+  constructor(limitBytes: number) {
+    super(413, 'payload_too_large', `the request body is larger than ${limitBytes} bytes`);
+  }
+}
+
+/** Bad deployment configuration: names the variable and the fix. Never a client's fault. */
+export class ConfigError extends SluiceError {
+  override name = 'ConfigError';
+  constructor(issues: FieldIssue[]) {
+    super(500, 'bad_configuration', `Sluice is misconfigured: ${describeIssues(issues)}`, { issues });
+  }
+}
+
+function describeIssues(issues: readonly FieldIssue[]): string {
+  return issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+}

@@ -1,0 +1,133 @@
+/**
+ * What a push's answer means (classification), and what Sluice does about it (decision).
+ * Both pure: the clock and the random draw are arguments.
+ */
+import { backoffDelayMs } from './retry.ts';
+import { LIMITS, type Task } from './types.ts';
+
+/** What one push attempt produced, as seen by the dispatcher. */
+export type PushResult =
+  | {
+      kind: 'response';
+      status: number;
+      /** Lower-cased header names. */
+      headers: Readonly<Record<string, string>>;
+      body: string;
+      durationMs: number;
+    }
+  | { kind: 'timeout'; durationMs: number }
+  | { kind: 'network'; message: string; durationMs: number }
+  /** Sluice refused to send it (a target that is not allowed, say). */
+  | { kind: 'refused'; message: string; durationMs: number };
+
+export type Outcome =
+  | { type: 'succeeded'; result: string | null; status: number }
+  | { type: 'deferred'; delayMs: number; status: number }
+  | { type: 'failed'; retryable: boolean; error: string; status: number | null };
+
+/** Classifies a push result per DESIGN.md §3. */
+export function classifyPush(result: PushResult, nowMs: number): Outcome {
+  switch (result.kind) {
+    case 'timeout':
+      return { type: 'failed', retryable: true, error: `push timed out after ${result.durationMs} ms`, status: null };
+    case 'network':
+      return { type: 'failed', retryable: true, error: `network error: ${result.message}`, status: null };
+    case 'refused':
+      return { type: 'failed', retryable: false, error: `push refused: ${result.message}`, status: null };
+    case 'response':
+      break;
+  }
+  const { status, headers, body } = result;
+  if (status >= 200 && status < 300) {
+    return { type: 'succeeded', result: body === '' ? null : body, status };
+  }
+  if (status === 429 || status === 503) {
+    const delayMs = parseRetryAfter(headers['retry-after'], nowMs);
+    if (delayMs !== null) return { type: 'deferred', delayMs: Math.min(delayMs, LIMITS.maxDeferralMs), status };
+  }
+  const retryable = headers['sluice-retry']?.trim().toLowerCase() !== 'false';
+  const what = status >= 300 && status < 400 ? `redirect ${status} (redirects are not followed)` : `HTTP ${status}`;
+  const detail = body.trim().slice(0, 500);
+  return { type: 'failed', retryable, error: detail ? `${what}: ${detail}` : what, status };
+}
+
+/** `Retry-After` as delta-seconds or an HTTP date; `null` when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, nowMs: number): number | null {
+  if (value === undefined) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return null;
+  return Math.max(0, at - nowMs);
+}
+
+/** How a lease ends: the new state of its task. */
+export type Settlement =
+  | { status: 'succeeded'; result: string | null; httpStatus: number | null }
+  | {
+      status: 'pending';
+      runAt: Date;
+      /** -1 when the attempt is given back (a deferral), else 0. */
+      attemptsDelta: -1 | 0;
+      deferralsDelta: 0 | 1;
+      error: string | null;
+      httpStatus: number | null;
+    }
+  | { status: 'dead'; error: string; httpStatus: number | null };
+
+type SettleInput = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'>;
+
+/**
+ * Decides what follows an outcome. `task.attempts` already counts the attempt that produced
+ * the outcome (a claim counts the attempt it starts).
+ */
+export function decide(task: SettleInput, outcome: Outcome, nowMs: number, random: number): Settlement {
+  if (outcome.type === 'succeeded') {
+    return { status: 'succeeded', result: truncate(outcome.result, LIMITS.resultBytes), httpStatus: outcome.status };
+  }
+  if (outcome.type === 'deferred') {
+    if (task.deferrals < LIMITS.maxDeferrals) {
+      return {
+        status: 'pending',
+        runAt: new Date(nowMs + outcome.delayMs),
+        attemptsDelta: -1,
+        deferralsDelta: 1,
+        error: `deferred by HTTP ${outcome.status} with Retry-After`,
+        httpStatus: outcome.status,
+      };
+    }
+    return decide(
+      task,
+      {
+        type: 'failed',
+        retryable: true,
+        error: `HTTP ${outcome.status}: Retry-After deferral limit (${LIMITS.maxDeferrals}) reached`,
+        status: outcome.status,
+      },
+      nowMs,
+      random,
+    );
+  }
+  const error = truncate(outcome.error, LIMITS.errorChars) ?? '';
+  if (!outcome.retryable) return { status: 'dead', error, httpStatus: outcome.status };
+  if (task.attempts >= task.maxAttempts) {
+    return { status: 'dead', error: `${error} (attempt ${task.attempts} of ${task.maxAttempts})`, httpStatus: outcome.status };
+  }
+  return {
+    status: 'pending',
+    runAt: new Date(nowMs + backoffDelayMs(task.backoff, task.attempts, random)),
+    attemptsDelta: 0,
+    deferralsDelta: 0,
+    error,
+    httpStatus: outcome.status,
+  };
+}
+
+/** Cuts a text to at most `max` UTF-16 units, without splitting a surrogate pair. */
+export function truncate(text: string | null, max: number): string | null {
+  if (text === null || text.length <= max) return text;
+  let end = max;
+  const code = text.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end -= 1;
+  return text.slice(0, end);
+}

@@ -1,0 +1,122 @@
+/**
+ * The domain vocabulary of Sluice, shared by every layer.
+ *
+ * Glossary
+ * - task: one unit of work: a request Sluice pushes to a URL until it succeeds, dies, is
+ *   cancelled or expires.
+ * - push: one signed HTTP request carrying a task to its endpoint; one push is one attempt.
+ * - lease: the right to run a task until `expires_at`; granted by a claim, it holds one slot
+ *   at every level the task falls under until it ends (2xx, complete, fail, release, expiry).
+ * - slot: one unit of capacity at a level (cluster, queue, concurrency key).
+ * - key: a task's `concurrency_key`, a partition of its queue with a limit of its own.
+ * - claim pass: one atomic count-and-claim statement run by a dispatcher.
+ * - settle: recording the outcome of a lease (succeeded, retry later, dead) with a
+ *   compare-and-set on the lease id.
+ * - kick: a dispatcher run started at once by an event (an enqueue, a lease ending)
+ *   rather than by the cron.
+ */
+
+export const TASK_STATUSES = [
+  'pending',
+  'leased',
+  'succeeded',
+  'dead',
+  'cancelled',
+  'expired',
+] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+/** States a task never leaves (except `dead`, through an explicit redrive). */
+export const FINAL_STATUSES = ['succeeded', 'dead', 'cancelled', 'expired'] as const satisfies readonly TaskStatus[];
+
+export const HTTP_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
+
+export interface Backoff {
+  initialMs: number;
+  maxMs: number;
+  factor: number;
+  /** Fraction of the delay drawn at random on either side: 0.25 → ±25 %. */
+  jitter: number;
+}
+
+export interface RetryPolicy {
+  maxAttempts: number;
+  backoff: Backoff;
+}
+
+export interface Lease {
+  id: string;
+  leasedAt: Date;
+  expiresAt: Date;
+}
+
+/** A task as the database holds it. */
+export interface Task {
+  id: string;
+  queue: string;
+  status: TaskStatus;
+  url: string;
+  method: HttpMethod;
+  headers: Record<string, string>;
+  /** The exact bytes pushed, as UTF-8 text; `null` means no body. */
+  body: string | null;
+  contentType: string;
+  concurrencyKey: string | null;
+  concurrencyLimit: number | null;
+  priority: number;
+  runAt: Date;
+  expiresAt: Date | null;
+  attempts: number;
+  maxAttempts: number;
+  backoff: Backoff;
+  deferrals: number;
+  timeoutMs: number;
+  leaseMs: number;
+  dedupKey: string | null;
+  lease: Lease | null;
+  cancelRequestedAt: Date | null;
+  result: string | null;
+  lastError: string | null;
+  lastStatus: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+/** A task that a claim has just leased: it always carries its lease. */
+export type LeasedTask = Task & { status: 'leased'; lease: Lease };
+
+export const DEFAULT_RETRY: RetryPolicy = Object.freeze({
+  maxAttempts: 5,
+  backoff: Object.freeze({ initialMs: 1_000, maxMs: 3_600_000, factor: 2, jitter: 0.25 }),
+});
+
+export const DEFAULT_LEASE_MS = 60_000;
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** Limits on what a client may send and what Sluice stores. */
+export const LIMITS = Object.freeze({
+  /** One enqueue request body. */
+  requestBytes: 1024 * 1024,
+  /** A batch enqueue request body. */
+  batchRequestBytes: 10 * 1024 * 1024,
+  /** A task's payload. */
+  taskBodyBytes: 512 * 1024,
+  batchSize: 1_000,
+  /** What is kept of a push response (the result) and of an error text. */
+  resultBytes: 64 * 1024,
+  errorChars: 2_000,
+  headerCount: 32,
+  headerValueChars: 4_096,
+  nameChars: 128,
+  keyChars: 256,
+  urlChars: 2_048,
+  /** Retry-After deferrals before a 429/503 counts as a failed attempt after all. */
+  maxDeferrals: 20,
+  /** The longest Retry-After honoured; longer answers are clamped to this. */
+  maxDeferralMs: 24 * 3_600_000,
+  maxAttempts: 1_000,
+  maxLeaseMs: 12 * 3_600_000,
+  maxDelayMs: 365 * 24 * 3_600_000,
+});

@@ -1,0 +1,45 @@
+/**
+ * The migration runner: applies numbered, forward-only SQL files in order. Safe to run twice
+ * and from two processes at once: it holds a transaction-scoped advisory lock, and each
+ * applied file is recorded with its checksum (a changed file is refused, not re-run).
+ */
+import { sha256Hex } from '../security/api-keys.ts';
+import type { Db } from './db.ts';
+
+export interface Migration {
+  /** File name, e.g. `0001_init.sql`; the order is the names' order. */
+  name: string;
+  sql: string;
+}
+
+/** Arbitrary constant: the advisory lock key that serialises migration runs. */
+const MIGRATION_LOCK = 7_215_530_001;
+
+/** Applies the pending migrations; returns the names applied by this call. */
+export async function migrate(db: Db, migrations: readonly Migration[]): Promise<string[]> {
+  const ordered = [...migrations].sort((a, b) => a.name.localeCompare(b.name));
+  return db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await tx.query(`create schema if not exists sluice;
+      create table if not exists sluice.migrations (
+        name text primary key,
+        checksum text not null,
+        applied_at timestamptz not null default now()
+      )`);
+    const rows = await tx.query<{ name: string; checksum: string }>('select name, checksum from sluice.migrations');
+    const applied = new Map(rows.map((r) => [r.name, r.checksum]));
+    const done: string[] = [];
+    for (const m of ordered) {
+      const checksum = await sha256Hex(m.sql);
+      const seen = applied.get(m.name);
+      if (seen !== undefined) {
+        if (seen !== checksum) throw new Error(`migration ${m.name} was changed after it was applied; add a new migration instead`);
+        continue;
+      }
+      await tx.query(m.sql);
+      await tx.query('insert into sluice.migrations (name, checksum) values ($1, $2)', [m.name, checksum]);
+      done.push(m.name);
+    }
+    return done;
+  });
+}

@@ -1,0 +1,184 @@
+/** Task rows: enqueue (with dedup), read, list, cancel. */
+import { ConflictError, NotFoundError } from '../core/errors.ts';
+import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
+import type { Db, Queryable } from './db.ts';
+import { type TaskRow, toBackoffJson, toTask } from './rows.ts';
+
+/** A task to insert, every default already resolved. Times are the database's. */
+export interface NewTask {
+  queue: string;
+  url: string;
+  method: HttpMethod;
+  headers: Record<string, string>;
+  body: string | null;
+  contentType: string;
+  concurrencyKey: string | null;
+  concurrencyLimit: number | null;
+  priority: number;
+  /** Not before: an absolute time, or a delay from the database's `now()`. */
+  runAt: Date | null;
+  delayMs: number | null;
+  /** Not started after: an absolute time, or a time-to-live from `now()`. */
+  expiresAt: Date | null;
+  ttlMs: number | null;
+  maxAttempts: number;
+  backoff: Backoff;
+  timeoutMs: number;
+  leaseMs: number;
+  dedupKey: string | null;
+}
+
+export interface Enqueued {
+  task: Task;
+  /** True when an unfinished task with the same `dedup_key` was returned instead. */
+  deduplicated: boolean;
+}
+
+const INSERT = `
+with input as materialized (
+  select x.*, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
+  from jsonb_to_recordset($1::jsonb) as x(
+    ord integer, queue text, url text, method text, headers jsonb, body text, content_type text,
+    concurrency_key text, concurrency_limit integer, priority integer, run_at timestamptz,
+    delay_ms bigint, expires_at timestamptz, ttl_ms bigint, max_attempts integer, backoff jsonb,
+    timeout_ms integer, lease_ms integer, dedup_key text)
+),
+inserted as (
+  insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
+    concurrency_limit, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
+  overriding system value
+  select new_id, queue, url, method, headers, body, content_type, concurrency_key,
+    concurrency_limit, priority,
+    coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
+    coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
+    max_attempts, backoff, timeout_ms, lease_ms, dedup_key
+  from input
+  order by ord
+  on conflict (queue, dedup_key) where dedup_key is not null and status in ('pending', 'leased') do nothing
+  returning *
+)
+select i.ord, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
+
+const FIND_UNFINISHED_BY_DEDUP = `
+select t.* from sluice.tasks t
+join unnest($1::text[], $2::text[]) as k(queue, dedup_key)
+  on t.queue = k.queue and t.dedup_key = k.dedup_key
+where t.status in ('pending', 'leased')`;
+
+/**
+ * Inserts tasks, all or nothing, in input order. An item whose `dedupKey` matches an
+ * unfinished task of its queue (or an earlier item of the same call) returns that task.
+ */
+export async function taskInsertMany(db: Db, tasks: readonly NewTask[]): Promise<Enqueued[]> {
+  const input = JSON.stringify(tasks.map(toInputRow));
+  // Without dedup keys one statement is the whole, atomic, write.
+  if (!tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, input, tasks);
+  // With them, a conflicting item is looked up afterwards, in the same transaction. The
+  // conflicting task may finish between the two statements; then try again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction((tx) => insertOnce(tx, input, tasks));
+    } catch (error) {
+      if (!(error instanceof DedupRace) || attempt >= 5) throw error;
+    }
+  }
+}
+
+class DedupRace extends Error {
+  override name = 'DedupRace';
+}
+
+async function insertOnce(q: Queryable, input: string, tasks: readonly NewTask[]): Promise<Enqueued[]> {
+  const rows = await q.query<TaskRow & { ord: number }>(INSERT, [input]);
+  const missing = rows.filter((r) => r.id === null).map((r) => tasks[r.ord]!);
+  let existing = new Map<string, Task>();
+  if (missing.length > 0) {
+    const found = await q.query<TaskRow>(FIND_UNFINISHED_BY_DEDUP, [missing.map((t) => t.queue), missing.map((t) => t.dedupKey)]);
+    existing = new Map(found.map((r) => [dedupIdentity(r.queue, r.dedup_key), toTask(r)]));
+  }
+  return rows.map((row) => {
+    if (row.id !== null) return { task: toTask(row), deduplicated: false };
+    const t = tasks[row.ord]!;
+    const task = existing.get(dedupIdentity(t.queue, t.dedupKey));
+    if (!task) throw new DedupRace('a deduplicated task finished during the enqueue');
+    return { task, deduplicated: true };
+  });
+}
+
+function dedupIdentity(queue: string, dedupKey: string | null): string {
+  return JSON.stringify([queue, dedupKey]);
+}
+
+function toInputRow(t: NewTask, ord: number) {
+  return {
+    ord,
+    queue: t.queue,
+    url: t.url,
+    method: t.method,
+    headers: t.headers,
+    body: t.body,
+    content_type: t.contentType,
+    concurrency_key: t.concurrencyKey,
+    concurrency_limit: t.concurrencyLimit,
+    priority: t.priority,
+    run_at: t.runAt?.toISOString() ?? null,
+    delay_ms: t.delayMs,
+    expires_at: t.expiresAt?.toISOString() ?? null,
+    ttl_ms: t.ttlMs,
+    max_attempts: t.maxAttempts,
+    backoff: toBackoffJson(t.backoff),
+    timeout_ms: t.timeoutMs,
+    lease_ms: t.leaseMs,
+    dedup_key: t.dedupKey,
+  };
+}
+
+export async function taskGet(db: Queryable, id: string): Promise<Task | null> {
+  const rows = await db.query<TaskRow>('select * from sluice.tasks where id = $1', [id]);
+  return rows[0] ? toTask(rows[0]) : null;
+}
+
+export interface TaskFilter {
+  queue?: string | undefined;
+  status?: TaskStatus | undefined;
+  concurrencyKey?: string | undefined;
+  /** Only tasks with a smaller id (the previous page's last). */
+  beforeId?: string | undefined;
+  limit: number;
+}
+
+/** Newest first. */
+export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
+  const rows = await db.query<TaskRow>(
+    `select * from sluice.tasks
+     where ($1::text is null or queue = $1)
+       and ($2::text is null or status = $2)
+       and ($3::text is null or concurrency_key = $3)
+       and ($4::bigint is null or id < $4)
+     order by id desc
+     limit $5`,
+    [f.queue ?? null, f.status ?? null, f.concurrencyKey ?? null, f.beforeId ?? null, f.limit],
+  );
+  return rows.map(toTask);
+}
+
+/**
+ * Cancels a task: a pending one at once; a leased one by request (its lease holder learns
+ * of it at its next heartbeat, and a failure then ends it as cancelled instead of retrying).
+ */
+export async function taskCancel(db: Queryable, id: string): Promise<Task> {
+  const rows = await db.query<TaskRow>(
+    `update sluice.tasks
+     set status = case when status = 'pending' then 'cancelled' else status end,
+         finished_at = case when status = 'pending' then now() end,
+         cancel_requested_at = case when status = 'leased' then coalesce(cancel_requested_at, now()) end,
+         updated_at = now()
+     where id = $1 and status in ('pending', 'leased')
+     returning *`,
+    [id],
+  );
+  if (rows[0]) return toTask(rows[0]);
+  const task = await taskGet(db, id);
+  if (!task) throw new NotFoundError(`task ${id}`);
+  throw new ConflictError(409, 'already_finished', `task ${id} is already ${task.status}`);
+}

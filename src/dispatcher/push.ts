@@ -1,0 +1,109 @@
+/**
+ * One push: the signed HTTP request that carries a leased task to its endpoint
+ * (DESIGN.md §3). Never follows redirects; reads at most 64 KiB of the answer; gives up
+ * before the lease ends, so a slot is never handed on while the push it paid for is open.
+ */
+import type { PushResult } from '../core/outcome.ts';
+import { LIMITS, type LeasedTask } from '../core/types.ts';
+import { utf8 } from '../sdk/protocol/encoding.ts';
+import { HEADERS } from '../sdk/protocol/headers.ts';
+import { signPush } from '../sdk/protocol/signature.ts';
+import { signWebhook } from '../sdk/protocol/webhook.ts';
+import type { Keyring } from '../security/keyring.ts';
+import { signLeaseToken } from '../security/lease-token.ts';
+import { checkTarget } from '../security/targets.ts';
+
+export interface PushDeps {
+  keyring: Keyring;
+  issuer: string;
+  webhookSecret: Uint8Array<ArrayBuffer> | null;
+  allowPrivateTargets: boolean;
+  now: () => number;
+  fetch: typeof fetch;
+}
+
+/** Time kept between the push's deadline and the lease's end. */
+const LEASE_MARGIN_MS = 1_000;
+
+/** The response headers the outcome depends on. */
+const KEPT_HEADERS = ['retry-after', HEADERS.retry.toLowerCase(), HEADERS.ack.toLowerCase()];
+
+export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushResult> {
+  const started = deps.now();
+  const elapsed = () => deps.now() - started;
+  const target = checkTarget(task.url, deps.allowPrivateTargets);
+  if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
+
+  const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - LEASE_MARGIN_MS);
+  if (timeoutMs <= 0) return { kind: 'timeout', durationMs: 0 };
+
+  const request = await buildRequest(task, deps, started);
+  try {
+    const response = await deps.fetch(task.url, { ...request, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+    const body = await readCapped(response, LIMITS.resultBytes);
+    const headers: Record<string, string> = {};
+    for (const name of KEPT_HEADERS) {
+      const value = response.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    return { kind: 'response', status: response.status, headers, body, durationMs: elapsed() };
+  } catch (error) {
+    if (isTimeout(error)) return { kind: 'timeout', durationMs: elapsed() };
+    return { kind: 'network', message: error instanceof Error ? error.message : String(error), durationMs: elapsed() };
+  }
+}
+
+async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Promise<RequestInit> {
+  const bodyText = task.body ?? '';
+  const bytes = utf8(bodyText);
+  const [signature, leaseToken] = await Promise.all([
+    signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url: task.url, body: bytes, nowMs }),
+    signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + LIMITS.maxLeaseMs, deps.issuer),
+  ]);
+  const headers = new Headers(task.headers);
+  if (task.body !== null) headers.set('content-type', task.contentType);
+  headers.set(HEADERS.taskId, task.id);
+  headers.set(HEADERS.queue, task.queue);
+  if (task.concurrencyKey !== null) headers.set(HEADERS.concurrencyKey, task.concurrencyKey);
+  headers.set(HEADERS.attempt, String(task.attempts));
+  headers.set(HEADERS.maxAttempts, String(task.maxAttempts));
+  headers.set(HEADERS.leaseId, task.lease.id);
+  headers.set(HEADERS.leaseExpiresAt, task.lease.expiresAt.toISOString());
+  headers.set(HEADERS.leaseToken, leaseToken);
+  headers.set(HEADERS.signature, signature);
+  if (deps.webhookSecret) {
+    // webhook-id is the task id: the same on every retry, so receivers can deduplicate.
+    const timestamp = Math.floor(nowMs / 1000);
+    headers.set(HEADERS.webhookId, task.id);
+    headers.set(HEADERS.webhookTimestamp, String(timestamp));
+    headers.set(HEADERS.webhookSignature, await signWebhook(deps.webhookSecret, task.id, timestamp, bodyText));
+  }
+  const sendsBody = task.method !== 'GET' && task.body !== null;
+  return { method: task.method, headers, ...(sendsBody ? { body: bytes } : {}) };
+}
+
+/** Reads at most `maxBytes` of a response as text and lets the rest go. */
+async function readCapped(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < maxBytes) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value.subarray(0, maxBytes - size));
+    size += Math.min(value.length, maxBytes - size);
+  }
+  await reader.cancel().catch(() => {});
+  const all = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return new TextDecoder().decode(all);
+}
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+}

@@ -1,0 +1,126 @@
+/**
+ * A dispatcher run: reap → claim → push → settle, looping until nothing is claimable or the
+ * run's time budget is spent (DESIGN.md §6). Pushes run in parallel up to the configured
+ * parallelism; a new claim pass starts when a push frees a place, never in a busy loop.
+ */
+import type { Config } from '../config.ts';
+import { type Outcome, type PushResult, classifyPush, decide } from '../core/outcome.ts';
+import type { LeasedTask } from '../core/types.ts';
+import { taskClaimBatch } from '../db/claim.ts';
+import type { Db } from '../db/db.ts';
+import { reapOverdue } from '../db/reap.ts';
+import type { Keyring } from '../security/keyring.ts';
+import { type PushDeps, pushTask } from './push.ts';
+import { withDbRetry } from './retry-db.ts';
+import { Settler } from './settler.ts';
+
+export interface DispatchDeps {
+  db: Db;
+  config: Config;
+  keyring: Keyring;
+  now?: () => number;
+  random?: () => number;
+  fetch?: typeof fetch;
+  log?: Pick<Console, 'info' | 'warn' | 'error'>;
+}
+
+export interface RunOptions {
+  /** Stop claiming after this long; pushes already started are awaited. */
+  budgetMs: number;
+  /** Largest number of expired leases settled by this run's reap step. */
+  reapLimit?: number;
+}
+
+export interface RunReport {
+  claimPasses: number;
+  claimed: number;
+  succeeded: number;
+  retried: number;
+  deferred: number;
+  dead: number;
+  /** Expired leases settled as timed-out attempts. */
+  reaped: number;
+  /** Settlements whose lease was gone by the time they were written. */
+  lost: number;
+  /** Database round trips: reap, claim passes and settle writes. */
+  roundTrips: number;
+}
+
+export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
+  const now = deps.now ?? Date.now;
+  const random = deps.random ?? Math.random;
+  const log = deps.log ?? console;
+  const { config, db } = deps;
+  const report: RunReport = { claimPasses: 0, claimed: 0, succeeded: 0, retried: 0, deferred: 0, dead: 0, reaped: 0, lost: 0, roundTrips: 0 };
+  const settler = new Settler(db);
+  const pushDeps: PushDeps = {
+    keyring: deps.keyring,
+    issuer: config.issuer,
+    webhookSecret: config.webhookSecret,
+    allowPrivateTargets: config.allowPrivateTargets,
+    now,
+    fetch: deps.fetch ?? ((input, init) => fetch(input, init)),
+  };
+
+  const settle = async (task: LeasedTask, outcome: Outcome) => {
+    const settlement = decide(task, outcome, now(), random());
+    const held = await settler.settle({ taskId: task.id, leaseId: task.lease.id, settlement });
+    if (!held) report.lost++;
+    else if (settlement.status === 'succeeded') report.succeeded++;
+    else if (settlement.status === 'dead') report.dead++;
+    else if (outcome.type === 'deferred') report.deferred++;
+    else report.retried++;
+  };
+
+  // Reap: expired leases are attempts that timed out.
+  report.roundTrips++;
+  const expired = await withDbRetry(() => reapOverdue(db, options.reapLimit ?? 100));
+  await Promise.all(
+    expired.map((task) => {
+      report.reaped++;
+      return settle(task, { type: 'failed', retryable: true, error: `lease expired at ${task.lease.expiresAt.toISOString()} (no answer in time)`, status: null });
+    }),
+  );
+
+  const deadline = now() + options.budgetMs;
+  const inFlight = new Set<Promise<void>>();
+  let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
+  let lastPassFull = true;
+  let onFreed: () => void = () => {};
+
+  while (now() < deadline) {
+    const room = config.dispatchParallelism - inFlight.size;
+    if (room > 0 && (freed || lastPassFull)) {
+      const want = Math.min(room, config.maxClaimBatch);
+      report.claimPasses++;
+      report.roundTrips++;
+      const batch = await withDbRetry(() => taskClaimBatch(db, want));
+      report.claimed += batch.length;
+      freed = false;
+      lastPassFull = batch.length === want;
+      for (const task of batch) {
+        const work: Promise<void> = pushTask(task, pushDeps)
+          .then((result: PushResult) => settle(task, classifyPush(result, now())))
+          .catch((error: unknown) => log.error(`sluice: settling task ${task.id} failed; its lease will expire`, error))
+          .finally(() => {
+            inFlight.delete(work);
+            freed = true;
+            onFreed();
+          });
+        inFlight.add(work);
+      }
+      if (batch.length > 0) continue;
+    }
+    if (inFlight.size === 0) break;
+    // Wait for a push to end, unless one already did while the claim pass ran.
+    if (!freed) {
+      await new Promise<void>((resolve) => {
+        onFreed = resolve;
+      });
+    }
+  }
+  await Promise.all(inFlight);
+  await settler.flush();
+  report.roundTrips += settler.writes;
+  return report;
+}

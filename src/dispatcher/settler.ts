@@ -1,0 +1,53 @@
+/**
+ * Group commit for lease settlements. A push that finishes while a write is in flight joins
+ * the next write, so an idle dispatcher settles each push at once (lowest latency) and a busy
+ * one settles many leases per round trip.
+ */
+import type { Db } from '../db/db.ts';
+import { type LeaseSettlement, leaseSettleMany } from '../db/settle.ts';
+import { withDbRetry } from './retry-db.ts';
+
+interface Waiting {
+  item: LeaseSettlement;
+  resolve: (held: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+export class Settler {
+  #queue: Waiting[] = [];
+  #writing: Promise<void> | null = null;
+  #db: Db;
+  /** Round trips spent settling, for the run report. */
+  writes = 0;
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  /** Resolves once written: `true` when the lease was still held, `false` when it was not. */
+  settle(item: LeaseSettlement): Promise<boolean> {
+    const done = new Promise<boolean>((resolve, reject) => this.#queue.push({ item, resolve, reject }));
+    this.#writing ??= this.#drain();
+    return done;
+  }
+
+  /** Waits until everything handed in so far is written. */
+  async flush(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.splice(0);
+      try {
+        this.writes++;
+        const held = await withDbRetry(() => leaseSettleMany(this.#db, batch.map((w) => w.item)));
+        for (const w of batch) w.resolve(held.has(w.item.taskId));
+      } catch (error) {
+        // The leases stay as they are; they expire and are settled by the reaper.
+        for (const w of batch) w.reject(error);
+      }
+    }
+    this.#writing = null;
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * The push signature (`Sluice-Signature`): a compact JWS over the push's claims. `signPush`
+ * and `verifyPush` are exact inverses; both take the clock as an argument.
+ *
+ * Claims: iss, sub = task id, aud = target URL, iat, exp (≤ 5 min after iat),
+ * jti = lease id, body = base64url(SHA-256(exact body bytes)).
+ */
+import { type CryptoKey, type JWTVerifyGetKey, SignJWT, errors, jwtVerify } from 'jose';
+import { sha256Base64url } from './encoding.ts';
+
+export const SIGNATURE_ALGORITHMS = ['EdDSA', 'ES256'] as const;
+export type SignatureAlgorithm = (typeof SIGNATURE_ALGORITHMS)[number];
+
+/** The longest a push signature is valid. */
+export const MAX_SIGNATURE_TTL_SECONDS = 300;
+
+export interface PushClaims {
+  iss: string;
+  /** Task id. */
+  sub: string;
+  /** The URL the push was sent to. */
+  aud: string;
+  iat: number;
+  exp: number;
+  /** Lease id. */
+  jti: string;
+  /** base64url SHA-256 of the exact body bytes. */
+  body: string;
+}
+
+export interface SigningKey {
+  kid: string;
+  alg: SignatureAlgorithm;
+  key: CryptoKey;
+}
+
+export interface SignPushInput {
+  key: SigningKey;
+  issuer: string;
+  taskId: string;
+  leaseId: string;
+  url: string;
+  body: Uint8Array<ArrayBuffer>;
+  nowMs: number;
+  ttlSeconds?: number;
+}
+
+export async function signPush(input: SignPushInput): Promise<string> {
+  const iat = Math.floor(input.nowMs / 1000);
+  const ttl = Math.min(input.ttlSeconds ?? MAX_SIGNATURE_TTL_SECONDS, MAX_SIGNATURE_TTL_SECONDS);
+  return new SignJWT({ body: await sha256Base64url(input.body) })
+    .setProtectedHeader({ alg: input.key.alg, kid: input.key.kid, typ: 'JWT' })
+    .setIssuer(input.issuer)
+    .setSubject(input.taskId)
+    .setAudience(input.url)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ttl)
+    .setJti(input.leaseId)
+    .sign(input.key.key);
+}
+
+/** Which check a push failed. */
+export type SignatureCheck =
+  | 'malformed'
+  | 'unknown_key'
+  | 'signature'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'lifetime'
+  | 'audience'
+  | 'issuer'
+  | 'body';
+
+export class SignatureError extends Error {
+  override name = 'SignatureError';
+  readonly check: SignatureCheck;
+  constructor(check: SignatureCheck, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.check = check;
+  }
+}
+
+export interface VerifyPushInput {
+  /** The `Sluice-Signature` header. */
+  token: string | null | undefined;
+  /** Public keys: a JWKS getter (`createLocalJWKSet`, `createRemoteJWKSet`) or one key. */
+  keys: JWTVerifyGetKey | CryptoKey;
+  /** The URL the push is expected to have been sent to (the `aud` claim). */
+  url: string;
+  body: Uint8Array<ArrayBuffer>;
+  nowMs: number;
+  /** Tolerated clock difference. Default 30 s. */
+  clockSkewSeconds?: number;
+  /** When set, `iss` must equal it. */
+  issuer?: string;
+}
+
+/** Verifies a push and returns its claims, or throws a `SignatureError` naming the check. */
+export async function verifyPush(input: VerifyPushInput): Promise<PushClaims> {
+  if (!input.token) throw new SignatureError('malformed', 'the Sluice-Signature header is missing');
+  const skew = input.clockSkewSeconds ?? 30;
+  let payload: PushClaims;
+  try {
+    const verified = await jwtVerify(input.token, input.keys as JWTVerifyGetKey, {
+      algorithms: [...SIGNATURE_ALGORITHMS],
+      audience: input.url,
+      ...(input.issuer === undefined ? {} : { issuer: input.issuer }),
+      currentDate: new Date(input.nowMs),
+      clockTolerance: skew,
+      requiredClaims: ['iss', 'sub', 'aud', 'iat', 'exp', 'jti'],
+    });
+    payload = verified.payload as unknown as PushClaims;
+  } catch (error) {
+    throw toSignatureError(error);
+  }
+  if (payload.iat > Math.floor(input.nowMs / 1000) + skew) {
+    throw new SignatureError('not_yet_valid', 'the signature was issued in the future');
+  }
+  if (payload.exp - payload.iat > MAX_SIGNATURE_TTL_SECONDS) {
+    throw new SignatureError('lifetime', `the signature is valid for more than ${MAX_SIGNATURE_TTL_SECONDS} s`);
+  }
+  if (typeof payload.body !== 'string' || payload.body !== (await sha256Base64url(input.body))) {
+    throw new SignatureError('body', 'the body does not match the signed SHA-256');
+  }
+  return payload;
+}
+
+function toSignatureError(error: unknown): SignatureError {
+  if (error instanceof errors.JWTExpired) return new SignatureError('expired', 'the signature has expired', { cause: error });
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    const check: SignatureCheck =
+      error.claim === 'aud' ? 'audience' : error.claim === 'iss' ? 'issuer' : error.claim === 'nbf' || error.claim === 'iat' ? 'not_yet_valid' : 'malformed';
+    const why = check === 'audience' ? 'the signature was made for another URL (aud)' : `claim "${error.claim}": ${error.message}`;
+    return new SignatureError(check, why, { cause: error });
+  }
+  if (error instanceof errors.JWKSNoMatchingKey) {
+    return new SignatureError('unknown_key', 'no known key matches the signature (kid)', { cause: error });
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed) {
+    return new SignatureError('signature', 'the signature does not verify', { cause: error });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new SignatureError('malformed', `the signature is malformed: ${message}`, { cause: error });
+}

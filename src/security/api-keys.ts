@@ -1,0 +1,41 @@
+/**
+ * API keys: `Authorization: Bearer <key>`. Sluice stores only SHA-256 hashes (in
+ * `SLUICE_API_KEYS`), compares them in constant time, and grants each key its scopes.
+ */
+import { base64url, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
+
+export const SCOPES = ['tasks:write', 'tasks:read', 'admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export interface ApiKeyEntry {
+  name: string;
+  /** Lower-case hex SHA-256 of the key. */
+  sha256: string;
+  scopes: readonly Scope[];
+}
+
+export const API_KEY_PREFIX = 'sk_sluice_';
+
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', utf8(text)));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * Finds the entry whose hash matches `presented`. Every entry is compared, so the time taken
+ * does not say which entry (or how much of a hash) matched.
+ */
+export async function matchApiKey(entries: readonly ApiKeyEntry[], presented: string): Promise<ApiKeyEntry | null> {
+  const hash = utf8(await sha256Hex(presented));
+  let found: ApiKeyEntry | null = null;
+  for (const entry of entries) {
+    if (timingSafeEqual(utf8(entry.sha256), hash)) found = entry;
+  }
+  return found;
+}
+
+/** A new random key and the entry that admits it. */
+export async function generateApiKey(name: string, scopes: readonly Scope[] = SCOPES): Promise<{ key: string; entry: ApiKeyEntry }> {
+  const key = API_KEY_PREFIX + base64url(crypto.getRandomValues(new Uint8Array(24)));
+  return { key, entry: { name, sha256: await sha256Hex(key), scopes } };
+}
