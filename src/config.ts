@@ -8,9 +8,9 @@ import { z } from 'zod';
 import { ConfigError, type FieldIssue } from './core/errors.ts';
 import { fieldIssues } from './core/issues.ts';
 import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
+import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
 import { type ApiKeyEntry, SCOPES } from './security/api-keys.ts';
 import { signingKeyProblems } from './security/keyring.ts';
-import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
 
 /** Queue and task names: short, URL-safe, no surprises in logs or paths. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
@@ -92,7 +92,8 @@ const apiKeysSchema = z
   .min(1, 'needs at least one key (create one with: npm run keys:api)');
 
 const signingKeysSchema = z.custom<{ keys: JWK[] }>().superRefine((value, ctx) => {
-  for (const message of signingKeyProblems(value)) ctx.addIssue({ code: 'custom', message: `${message} (create a key with: npm run keys:signing)` });
+  for (const message of signingKeyProblems(value))
+    ctx.addIssue({ code: 'custom', message: `${message} (create a key with: npm run keys:signing)` });
 });
 
 const envSchema = z
@@ -133,7 +134,11 @@ const envSchema = z
       const lease = q.lease_ms ?? env.SLUICE_LEASE_MS;
       const timeout = q.timeout_ms ?? env.SLUICE_PUSH_TIMEOUT_MS;
       if (timeout >= lease) {
-        ctx.addIssue({ code: 'custom', path: ['SLUICE_QUEUES', name, 'timeout_ms'], message: `must be shorter than the lease (${lease} ms)` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['SLUICE_QUEUES', name, 'timeout_ms'],
+          message: `must be shorter than the lease (${lease} ms)`,
+        });
       }
     }
   });

@@ -5,6 +5,7 @@
 import { Hono } from 'hono';
 import { loadConfig } from '../config.ts';
 import { ConfigError } from '../core/errors.ts';
+import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
 import { problemOf, problemResponse } from './problem.ts';
@@ -18,11 +19,15 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     const config = loadConfig(c.env);
     c.set('config', config);
     c.set('keyring', () => loadKeyring(config.signingKeys));
-    let db: ReturnType<Platform['openDb']> | null = null;
-    // Opened on first use: health checks of the JWKS never touch the database.
+    // Opened on first use: a health check of the JWKS never touches the database.
+    let db: OpenDb | null = null;
+    const open = (): OpenDb => {
+      db ??= platform.openDb(config);
+      return db;
+    };
     c.set('db', {
-      query: (text, params) => (db ??= platform.openDb(config)).query(text, params),
-      transaction: (fn) => (db ??= platform.openDb(config)).transaction(fn),
+      query: (text, params) => open().query(text, params),
+      transaction: (fn) => open().transaction(fn),
     });
     let kicked = false;
     c.set('kick', () => {
@@ -33,14 +38,22 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     try {
       await next();
     } finally {
-      if (db) c.executionCtx.waitUntil((db as { close(): Promise<void> }).close());
+      if (db) c.executionCtx.waitUntil((db as OpenDb).close());
     }
   });
 
   app.route('/', meta);
   app.route('/v1/tasks', tasks);
 
-  app.notFound((c) => problemResponse(c, { type: 'about:blank', title: 'Not Found', status: 404, code: 'not_found', detail: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` }));
+  app.notFound((c) =>
+    problemResponse(c, {
+      type: 'about:blank',
+      title: 'Not Found',
+      status: 404,
+      code: 'not_found',
+      detail: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`,
+    }),
+  );
   app.onError((error, c) => {
     const problem = problemOf(error);
     if (problem.status >= 500) console.error(error instanceof ConfigError ? error.message : error);

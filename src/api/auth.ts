@@ -1,7 +1,7 @@
 /** Bearer API keys with scopes (DESIGN.md §8). */
 import { createMiddleware } from 'hono/factory';
 import { ForbiddenError, UnauthorizedError } from '../core/errors.ts';
-import { type Scope, matchApiKey } from '../security/api-keys.ts';
+import { matchApiKey, type Scope } from '../security/api-keys.ts';
 import type { AppEnv } from './context.ts';
 
 export function requireScope(scope: Scope) {

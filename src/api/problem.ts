@@ -28,9 +28,21 @@ export function problemOf(error: unknown): Problem {
     };
   }
   if (error instanceof HTTPException) {
-    return { type: 'about:blank', title: titleOf(error.status), status: error.status, code: codeOf(error.status), detail: error.message || titleOf(error.status) };
+    return {
+      type: 'about:blank',
+      title: titleOf(error.status),
+      status: error.status,
+      code: codeOf(error.status),
+      detail: error.message || titleOf(error.status),
+    };
   }
-  return { type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'internal', detail: 'an internal error occurred; it has been logged' };
+  return {
+    type: 'about:blank',
+    title: 'Internal Server Error',
+    status: 500,
+    code: 'internal',
+    detail: 'an internal error occurred; it has been logged',
+  };
 }
 
 function titleOf(status: number): string {

@@ -3,7 +3,7 @@
  * that turns a valid enqueue request into a `NewTask` with every default resolved.
  */
 import { z } from 'zod';
-import { type Config, NAME_PATTERN, backoffSchema, queueDefaults } from '../config.ts';
+import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
 import { HTTP_METHODS, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { NewTask } from '../db/tasks.ts';
@@ -36,7 +36,11 @@ const timestamp = z.iso.datetime({ offset: true, error: 'must be an RFC 3339 tim
 export const enqueueSchema = z
   .object({
     url: z.string().max(LIMITS.urlChars).optional(),
-    queue: z.string().max(LIMITS.nameChars).regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -').default('default'),
+    queue: z
+      .string()
+      .max(LIMITS.nameChars)
+      .regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -')
+      .default('default'),
     body: z.unknown().optional(),
     body_text: z.string().optional(),
     content_type: z.string().min(1).max(255).optional(),
@@ -58,13 +62,18 @@ export const enqueueSchema = z
   .strict()
   .superRefine((t, ctx) => {
     const both = (a: keyof typeof t, b: keyof typeof t) => {
-      if (t[a] !== undefined && t[b] !== undefined) ctx.addIssue({ code: 'custom', path: [b], message: `give either \`${a}\` or \`${b}\`, not both` });
+      if (t[a] !== undefined && t[b] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [b], message: `give either \`${a}\` or \`${b}\`, not both` });
     };
     both('body', 'body_text');
     both('delay_ms', 'run_at');
     both('ttl_ms', 'expires_at');
     if (t.content_type !== undefined && t.body_text === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['content_type'], message: 'goes with `body_text` (a JSON `body` is sent as application/json)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['content_type'],
+        message: 'goes with `body_text` (a JSON `body` is sent as application/json)',
+      });
     }
     if (t.method === 'GET' && (t.body !== undefined || t.body_text !== undefined)) {
       ctx.addIssue({ code: 'custom', path: ['method'], message: 'a GET push carries no body; drop `body` or use another method' });
@@ -105,7 +114,10 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
   const timeoutMs = input.timeout_ms ?? defaults.timeoutMs;
   if (timeoutMs >= leaseMs) {
-    issues.push({ path: input.timeout_ms !== undefined ? 'timeout_ms' : 'lease_ms', message: `the push timeout (${timeoutMs} ms) must be shorter than the lease (${leaseMs} ms)` });
+    issues.push({
+      path: input.timeout_ms !== undefined ? 'timeout_ms' : 'lease_ms',
+      message: `the push timeout (${timeoutMs} ms) must be shorter than the lease (${leaseMs} ms)`,
+    });
   }
   let body: string | null = null;
   let contentType = 'application/json';
@@ -125,7 +137,8 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
     factor: b.factor ?? defaults.backoff.factor,
     jitter: b.jitter ?? defaults.backoff.jitter,
   };
-  if (backoff.initialMs > backoff.maxMs) issues.push({ path: 'backoff.initial_ms', message: `must not exceed backoff.max_ms (${backoff.maxMs})` });
+  if (backoff.initialMs > backoff.maxMs)
+    issues.push({ path: 'backoff.initial_ms', message: `must not exceed backoff.max_ms (${backoff.maxMs})` });
   if (issues.length > 0 || url === null) return { issues };
   return {
     task: {

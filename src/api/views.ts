@@ -18,7 +18,9 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     timeout_ms: task.timeoutMs,
     lease_ms: task.leaseMs,
     dedup_key: task.dedupKey,
-    lease: task.lease ? { id: task.lease.id, leased_at: task.lease.leasedAt.toISOString(), expires_at: task.lease.expiresAt.toISOString() } : null,
+    lease: task.lease
+      ? { id: task.lease.id, leased_at: task.lease.leasedAt.toISOString(), expires_at: task.lease.expiresAt.toISOString() }
+      : null,
     cancel_requested: task.cancelRequestedAt !== null,
     result: task.result,
     last_error: task.lastError,

@@ -16,14 +16,7 @@
  *   rather than by the cron.
  */
 
-export const TASK_STATUSES = [
-  'pending',
-  'leased',
-  'succeeded',
-  'dead',
-  'cancelled',
-  'expired',
-] as const;
+export const TASK_STATUSES = ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 /** States a task never leaves (except `dead`, through an explicit redrive). */

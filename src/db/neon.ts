@@ -2,7 +2,7 @@
  * The Workers database path: a Neon driver Pool per invocation (a Pool kept across requests
  * hangs workerd). The caller closes it, normally with `ctx.waitUntil(db.close())`.
  */
-import { Pool, neonConfig } from '@neondatabase/serverless';
+import { neonConfig, Pool } from '@neondatabase/serverless';
 import type { Config } from '../config.ts';
 import { type OpenDb, poolDb } from './db.ts';
 

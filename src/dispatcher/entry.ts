@@ -5,14 +5,18 @@
 import { type Config, describeLimits } from '../config.ts';
 import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
-import { type RunReport, dispatchRun } from './run.ts';
+import { dispatchRun, type RunReport } from './run.ts';
 
 /** Time budgets: a kick runs within a request's `waitUntil` allowance, the cron within its minute. */
 export const RUN_BUDGET_MS = { kick: 10_000, cron: 45_000 } as const;
 
 let limitsLogged = false;
 
-export async function runDispatcher(config: Config, openDb: (config: Config) => OpenDb, trigger: keyof typeof RUN_BUDGET_MS): Promise<RunReport> {
+export async function runDispatcher(
+  config: Config,
+  openDb: (config: Config) => OpenDb,
+  trigger: keyof typeof RUN_BUDGET_MS,
+): Promise<RunReport> {
   if (!limitsLogged) {
     limitsLogged = true;
     console.info(`sluice dispatcher: ${describeLimits(config)}`);

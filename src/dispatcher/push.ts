@@ -4,7 +4,7 @@
  * before the lease ends, so a slot is never handed on while the push it paid for is open.
  */
 import type { PushResult } from '../core/outcome.ts';
-import { LIMITS, type LeasedTask } from '../core/types.ts';
+import { type LeasedTask, LIMITS } from '../core/types.ts';
 import { utf8 } from '../sdk/protocol/encoding.ts';
 import { HEADERS } from '../sdk/protocol/headers.ts';
 import { signPush } from '../sdk/protocol/signature.ts';
@@ -58,7 +58,12 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
   const bytes = utf8(bodyText);
   const [signature, leaseToken] = await Promise.all([
     signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url: task.url, body: bytes, nowMs }),
-    signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + LIMITS.maxLeaseMs, deps.issuer),
+    signLeaseToken(
+      deps.keyring,
+      { taskId: task.id, leaseId: task.lease.id },
+      task.lease.leasedAt.getTime() + LIMITS.maxLeaseMs,
+      deps.issuer,
+    ),
   ]);
   const headers = new Headers(task.headers);
   if (task.body !== null) headers.set('content-type', task.contentType);

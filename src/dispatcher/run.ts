@@ -4,7 +4,7 @@
  * parallelism; a new claim pass starts when a push frees a place, never in a busy loop.
  */
 import type { Config } from '../config.ts';
-import { type Outcome, type PushResult, classifyPush, decide } from '../core/outcome.ts';
+import { classifyPush, decide, type Outcome, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
@@ -51,7 +51,17 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const random = deps.random ?? Math.random;
   const log = deps.log ?? console;
   const { config, db } = deps;
-  const report: RunReport = { claimPasses: 0, claimed: 0, succeeded: 0, retried: 0, deferred: 0, dead: 0, reaped: 0, lost: 0, roundTrips: 0 };
+  const report: RunReport = {
+    claimPasses: 0,
+    claimed: 0,
+    succeeded: 0,
+    retried: 0,
+    deferred: 0,
+    dead: 0,
+    reaped: 0,
+    lost: 0,
+    roundTrips: 0,
+  };
   const settler = new Settler(db);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
@@ -78,7 +88,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   await Promise.all(
     expired.map((task) => {
       report.reaped++;
-      return settle(task, { type: 'failed', retryable: true, error: `lease expired at ${task.lease.expiresAt.toISOString()} (no answer in time)`, status: null });
+      return settle(task, {
+        type: 'failed',
+        retryable: true,
+        error: `lease expired at ${task.lease.expiresAt.toISOString()} (no answer in time)`,
+        status: null,
+      });
     }),
   );
 

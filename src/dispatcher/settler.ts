@@ -41,7 +41,12 @@ export class Settler {
       const batch = this.#queue.splice(0);
       try {
         this.writes++;
-        const held = await withDbRetry(() => leaseSettleMany(this.#db, batch.map((w) => w.item)));
+        const held = await withDbRetry(() =>
+          leaseSettleMany(
+            this.#db,
+            batch.map((w) => w.item),
+          ),
+        );
         for (const w of batch) w.resolve(held.has(w.item.taskId));
       } catch (error) {
         // The leases stay as they are; they expire and are settled by the reaper.

@@ -3,7 +3,7 @@
  * key is published at `/.well-known/jwks.json`, so a receiver accepts the current and the next
  * (or previous) key during a rotation.
  */
-import { type JWK, exportJWK, generateKeyPair, importJWK } from 'jose';
+import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../sdk/protocol/signature.ts';
 
 export interface Keyring {
@@ -26,7 +26,8 @@ export function signingKeyProblems(jwks: unknown): string[] {
     if (typeof k?.kid !== 'string' || k.kid === '') problems.push(`keys[${i}] needs a "kid"`);
     else if (kids.has(k.kid)) problems.push(`keys[${i}]: kid "${k.kid}" is used twice`);
     else kids.add(k.kid);
-    if (!SIGNATURE_ALGORITHMS.includes(k?.alg as SignatureAlgorithm)) problems.push(`keys[${i}].alg must be one of ${SIGNATURE_ALGORITHMS.join(', ')}`);
+    if (!SIGNATURE_ALGORITHMS.includes(k?.alg as SignatureAlgorithm))
+      problems.push(`keys[${i}].alg must be one of ${SIGNATURE_ALGORITHMS.join(', ')}`);
     if (typeof k?.d !== 'string') problems.push(`keys[${i}] is not a private key (no "d")`);
   });
   return problems;

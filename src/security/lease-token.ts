@@ -3,7 +3,7 @@
  * the active signing key. It authorizes calls on that lease only; the database's
  * compare-and-set on the lease id decides whether the lease is still held.
  */
-import { SignJWT, jwtVerify } from 'jose';
+import { jwtVerify, SignJWT } from 'jose';
 import type { Keyring } from './keyring.ts';
 
 const AUDIENCE = 'sluice:lease';

@@ -1,6 +1,7 @@
 /** /v1/tasks: enqueue (one or a batch), read, list, cancel. */
 import { Hono } from 'hono';
-import { NotFoundError, ValidationError, type FieldIssue } from '../../core/errors.ts';
+import type { Config } from '../../config.ts';
+import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList } from '../../db/tasks.ts';
@@ -8,7 +9,6 @@ import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { batchSchema, enqueueSchema, listQuerySchema, resolveTask } from '../schemas.ts';
-import type { Config } from '../../config.ts';
 import { taskView } from '../views.ts';
 
 export const tasks = new Hono<AppEnv>();

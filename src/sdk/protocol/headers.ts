@@ -22,12 +22,7 @@ export const HEADERS = Object.freeze({
 /** Headers a task may not set: Sluice's own, and hop-by-hop or framing headers. */
 export function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return (
-    lower.startsWith('sluice-') ||
-    lower.startsWith('webhook-') ||
-    lower.startsWith('proxy-') ||
-    RESERVED.has(lower)
-  );
+  return lower.startsWith('sluice-') || lower.startsWith('webhook-') || lower.startsWith('proxy-') || RESERVED.has(lower);
 }
 
 const RESERVED = new Set([

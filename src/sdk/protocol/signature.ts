@@ -5,7 +5,7 @@
  * Claims: iss, sub = task id, aud = target URL, iat, exp (≤ 5 min after iat),
  * jti = lease id, body = base64url(SHA-256(exact body bytes)).
  */
-import { type CryptoKey, type JWTVerifyGetKey, SignJWT, errors, jwtVerify } from 'jose';
+import { type CryptoKey, errors, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
 import { sha256Base64url } from './encoding.ts';
 
 export const SIGNATURE_ALGORITHMS = ['EdDSA', 'ES256'] as const;
@@ -129,7 +129,13 @@ function toSignatureError(error: unknown): SignatureError {
   if (error instanceof errors.JWTExpired) return new SignatureError('expired', 'the signature has expired', { cause: error });
   if (error instanceof errors.JWTClaimValidationFailed) {
     const check: SignatureCheck =
-      error.claim === 'aud' ? 'audience' : error.claim === 'iss' ? 'issuer' : error.claim === 'nbf' || error.claim === 'iat' ? 'not_yet_valid' : 'malformed';
+      error.claim === 'aud'
+        ? 'audience'
+        : error.claim === 'iss'
+          ? 'issuer'
+          : error.claim === 'nbf' || error.claim === 'iat'
+            ? 'not_yet_valid'
+            : 'malformed';
     const why = check === 'audience' ? 'the signature was made for another URL (aud)' : `claim "${error.claim}": ${error.message}`;
     return new SignatureError(check, why, { cause: error });
   }

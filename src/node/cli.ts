@@ -1,0 +1,45 @@
+/**
+ * `npm run db:migrate | keys:api | keys:signing`: operator commands.
+ *   db:migrate                     applies migrations/ to $DATABASE_URL
+ *   keys:api [name] [scope…]       prints a new API key and its SLUICE_API_KEYS entry
+ *   keys:signing [EdDSA|ES256]     prints a new private JWK for SLUICE_SIGNING_KEYS
+ */
+import { SCOPES, type Scope, generateApiKey } from '../security/api-keys.ts';
+import { generateSigningJwk } from '../security/keyring.ts';
+import { migrateDatabase } from './migrations.ts';
+
+const [command, ...args] = process.argv.slice(2);
+
+switch (command) {
+  case 'migrate': {
+    const url = process.env.DATABASE_URL;
+    if (!url) fail('DATABASE_URL is not set: export the Postgres connection string first');
+    const applied = await migrateDatabase(url);
+    console.log(applied.length ? `applied: ${applied.join(', ')}` : 'the database is up to date');
+    break;
+  }
+  case 'api-key': {
+    const [name = 'default', ...scopes] = args;
+    const bad = scopes.filter((s) => !SCOPES.includes(s as Scope));
+    if (bad.length) fail(`unknown scope ${bad.join(', ')}; scopes are ${SCOPES.join(', ')}`);
+    const { key, entry } = await generateApiKey(name, scopes.length ? (scopes as Scope[]) : SCOPES);
+    console.log(`API key (give it to the client; it is not stored anywhere):\n  ${key}\n`);
+    console.log(`Entry for SLUICE_API_KEYS (a JSON array of such entries):\n  ${JSON.stringify(entry)}`);
+    break;
+  }
+  case 'signing-key': {
+    const alg = args[0] ?? 'EdDSA';
+    if (alg !== 'EdDSA' && alg !== 'ES256') fail('the algorithm is EdDSA or ES256');
+    const jwk = await generateSigningJwk(alg);
+    console.log(`Private key for SLUICE_SIGNING_KEYS (first key signs; keep the old one second while rotating):\n`);
+    console.log(JSON.stringify({ keys: [jwk] }));
+    break;
+  }
+  default:
+    fail('usage: cli.ts migrate | api-key [name] [scope…] | signing-key [EdDSA|ES256]');
+}
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
+}

@@ -1,0 +1,61 @@
+/**
+ * Runs the real Worker (`src/index.ts`, bundled as wrangler would) inside workerd through
+ * Miniflare. Used by the local start and by the worker-tier tests.
+ */
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { Miniflare } from 'miniflare';
+
+export const WORKER_ENTRY = fileURLToPath(new URL('../index.ts', import.meta.url));
+/** Keep in step with `compatibility_date` in wrangler.toml. */
+export const COMPATIBILITY_DATE = '2026-07-01';
+
+export interface RunningWorker {
+  /** Base URL of the Worker, e.g. `http://127.0.0.1:8787`. */
+  url: string;
+  /** Fires the cron trigger once and waits for the dispatcher run to finish. */
+  scheduled(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Bundles the Worker to one ES module, the way wrangler does (browser platform, workerd conditions). */
+export async function bundleWorker(): Promise<string> {
+  const result = await build({
+    entryPoints: [WORKER_ENTRY],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    conditions: ['workerd', 'worker', 'browser'],
+    target: 'es2022',
+    write: false,
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0]?.text ?? '';
+}
+
+interface ScheduledFetcher {
+  scheduled(options: { cron: string; scheduledTime: Date }): Promise<{ outcome: string }>;
+}
+
+export async function startWorker(options: { vars: Record<string, string>; port?: number; script?: string }): Promise<RunningWorker> {
+  const script = options.script ?? (await bundleWorker());
+  const mf = new Miniflare({
+    modules: true,
+    script,
+    compatibilityDate: COMPATIBILITY_DATE,
+    bindings: options.vars,
+    host: '127.0.0.1',
+    port: options.port ?? 0,
+    unsafeTriggerHandlers: true,
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, '');
+  return {
+    url,
+    async scheduled() {
+      const worker = (await mf.getWorker()) as unknown as ScheduledFetcher;
+      const result = await worker.scheduled({ cron: '* * * * *', scheduledTime: new Date() });
+      if (result.outcome !== 'ok') throw new Error(`scheduled() ended with outcome ${result.outcome}`);
+    },
+    close: () => mf.dispose(),
+  };
+}

@@ -1,0 +1,45 @@
+/** A fresh, migrated database per test file, cloned from the run's template. */
+import pg from 'pg';
+import { inject } from 'vitest';
+import type { OpenDb } from '../../src/db/db.ts';
+import { openPgDb } from '../../src/node/pg-db.ts';
+
+export interface TestDatabase {
+  url: string;
+  /** A pool on this database (closed by `drop`). */
+  db: OpenDb;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('pgAdminUrl');
+  const name = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`;
+  await adminQuery(adminUrl, `create database ${name} template sluice_template`);
+  const url = adminUrl.replace(/\/postgres$/, `/${name}`);
+  const db = openPgDb(url, 20);
+  return {
+    url,
+    db,
+    async drop() {
+      await db.close();
+      await adminQuery(adminUrl, `drop database if exists ${name} with (force)`);
+    },
+  };
+}
+
+async function adminQuery(url: string, sql: string): Promise<void> {
+  // Cloning from a template fails while another clone is being made from it: retry.
+  for (let attempt = 1; ; attempt++) {
+    const client = new pg.Client(url);
+    await client.connect();
+    try {
+      await client.query(sql);
+      return;
+    } catch (error) {
+      if (attempt >= 20 || !/is being accessed by other users/.test((error as Error).message)) throw error;
+    } finally {
+      await client.end();
+    }
+    await new Promise((r) => setTimeout(r, 50 * attempt));
+  }
+}

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig, queueDefaults } from '../../src/config.ts';
+import { ConfigError } from '../../src/core/errors.ts';
+import { makeSecrets, testEnv } from '../helpers/config.ts';
+
+const secrets = await makeSecrets();
+const base = testEnv(secrets, 'postgres://u:p@db.example.com/sluice');
+
+function problems(env: Record<string, unknown>): string[] {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).issues.map((i) => `${i.path}: ${i.message}`);
+  }
+  return [];
+}
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig({ ...base, SLUICE_ALLOW_PRIVATE_TARGETS: undefined });
+    expect(config).toMatchObject({ leaseMs: 60_000, pushTimeoutMs: 30_000, maxClaimBatch: 32, dispatchParallelism: 6, allowPrivateTargets: false, issuer: 'sluice' });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('names each missing or broken variable with a fix', () => {
+    const found = problems({ SLUICE_SIGNING_KEYS: '{"keys":[]}', SLUICE_API_KEYS: 'not json', SLUICE_LEASE_MS: 'soon' });
+    expect(found).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^DATABASE_URL: is required/),
+        'SLUICE_API_KEYS: is not valid JSON',
+        expect.stringMatching(/^SLUICE_SIGNING_KEYS: .*npm run keys:signing/),
+        expect.stringMatching(/^SLUICE_LEASE_MS: /),
+      ]),
+    );
+  });
+
+  it('refuses a push timeout that is not shorter than the lease, globally or per queue', () => {
+    expect(problems({ ...base, SLUICE_LEASE_MS: '10000', SLUICE_PUSH_TIMEOUT_MS: '10000' })).toEqual([
+      expect.stringMatching(/^SLUICE_PUSH_TIMEOUT_MS: must be shorter than SLUICE_LEASE_MS/),
+    ]);
+    expect(problems({ ...base, SLUICE_QUEUES: JSON.stringify({ slow: { lease_ms: 5000 } }) })).toEqual([
+      'SLUICE_QUEUES.slow.timeout_ms: must be shorter than the lease (5000 ms)',
+    ]);
+  });
+
+  it('refuses unknown queue options by name (no silent typos)', () => {
+    expect(problems({ ...base, SLUICE_QUEUES: JSON.stringify({ emails: { max_attempt: 3 } }) })).toEqual(['SLUICE_QUEUES.emails.max_attempt: is not a known field']);
+  });
+
+  it('accepts JSON vars already parsed by wrangler, and resolves queue defaults', () => {
+    const config = loadConfig({ ...base, SLUICE_QUEUES: { emails: { url: 'https://example.com/e', max_attempts: 9, backoff: { factor: 3 } } }, SLUICE_MAX_CLAIM_BATCH: 8 });
+    expect(config.maxClaimBatch).toBe(8);
+    expect(queueDefaults(config, 'emails')).toMatchObject({ url: 'https://example.com/e', maxAttempts: 9, backoff: { factor: 3, initialMs: 1_000 } });
+    expect(queueDefaults(config, 'other')).toMatchObject({ url: null, maxAttempts: 5, leaseMs: 60_000 });
+  });
+
+  it('does not echo a secret that fails to parse', () => {
+    const found = problems({ ...base, SLUICE_API_KEYS: '{"sha256": secret-value' });
+    expect(found.join(' ')).not.toContain('secret-value');
+  });
+});
