@@ -22,8 +22,11 @@ export interface PushDeps {
   fetch: typeof fetch;
 }
 
-/** Time kept between the push's deadline and the lease's end. */
-const LEASE_MARGIN_MS = 1_000;
+/**
+ * Time kept between the push's deadline and the lease's end (the lease's clock is the
+ * database's, the deadline's is ours): a tenth of the lease, at most a second.
+ */
+const leaseMarginMs = (leaseMs: number) => Math.min(1_000, leaseMs / 10);
 
 /** The response headers the outcome depends on. */
 const KEPT_HEADERS = ['retry-after', HEADERS.retry.toLowerCase(), HEADERS.ack.toLowerCase()];
@@ -34,7 +37,7 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const target = checkTarget(task.url, deps.allowPrivateTargets);
   if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
 
-  const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - LEASE_MARGIN_MS);
+  const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - leaseMarginMs(task.leaseMs));
   if (timeoutMs <= 0) return { kind: 'timeout', durationMs: 0 };
 
   const request = await buildRequest(task, deps, started);

@@ -4,7 +4,7 @@
  *   keys:api [name] [scope…]       prints a new API key and its SLUICE_API_KEYS entry
  *   keys:signing [EdDSA|ES256]     prints a new private JWK for SLUICE_SIGNING_KEYS
  */
-import { SCOPES, type Scope, generateApiKey } from '../security/api-keys.ts';
+import { generateApiKey, SCOPES, type Scope } from '../security/api-keys.ts';
 import { generateSigningJwk } from '../security/keyring.ts';
 import { migrateDatabase } from './migrations.ts';
 

@@ -3,7 +3,7 @@
  * key is published at `/.well-known/jwks.json`, so a receiver accepts the current and the next
  * (or previous) key during a rotation.
  */
-import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
+import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, type JWTVerifyGetKey } from 'jose';
 import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../sdk/protocol/signature.ts';
 
 export interface Keyring {
@@ -12,6 +12,8 @@ export interface Keyring {
   all: readonly SigningKey[];
   /** Public keys, as served at `/.well-known/jwks.json`. */
   jwks: { keys: JWK[] };
+  /** Finds the public key for a token's `kid`, for Sluice's own verifications. */
+  verifier: JWTVerifyGetKey;
 }
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
@@ -62,7 +64,7 @@ async function importKeyring(jwks: { keys: JWK[] }): Promise<Keyring> {
     delete pub.ext;
     return pub;
   });
-  return { active: all[0] as SigningKey, all, jwks: { keys: publicKeys } };
+  return { active: all[0] as SigningKey, all, jwks: { keys: publicKeys }, verifier: createLocalJWKSet({ keys: publicKeys }) };
 }
 
 /** A fresh private JWK for `SLUICE_SIGNING_KEYS`. */

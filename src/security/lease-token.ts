@@ -7,6 +7,7 @@ import { jwtVerify, SignJWT } from 'jose';
 import type { Keyring } from './keyring.ts';
 
 const AUDIENCE = 'sluice:lease';
+const TYP = 'sluice-lease+jwt';
 
 export interface LeaseTokenClaims {
   taskId: string;
@@ -16,7 +17,7 @@ export interface LeaseTokenClaims {
 export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims, expiresAtMs: number, issuer: string): Promise<string> {
   const { active } = keyring;
   return new SignJWT({})
-    .setProtectedHeader({ alg: active.alg, kid: active.kid, typ: 'sluice-lease+jwt' })
+    .setProtectedHeader({ alg: active.alg, kid: active.kid, typ: TYP })
     .setIssuer(issuer)
     .setAudience(AUDIENCE)
     .setSubject(claims.taskId)
@@ -28,20 +29,17 @@ export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims,
 
 /** The lease a token names, or `null` when it is not a valid, unexpired lease token of ours. */
 export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
-  for (const key of keyring.all) {
-    try {
-      const { payload } = await jwtVerify(token, key.key, {
-        algorithms: [key.alg],
-        audience: AUDIENCE,
-        issuer,
-        currentDate: new Date(nowMs),
-        typ: 'sluice-lease+jwt',
-        requiredClaims: ['sub', 'jti', 'exp'],
-      });
-      return { taskId: payload.sub as string, leaseId: payload.jti as string };
-    } catch {
-      // Try the next key: the token may predate a rotation.
-    }
+  try {
+    const { payload } = await jwtVerify(token, keyring.verifier, {
+      algorithms: keyring.all.map((k) => k.alg),
+      audience: AUDIENCE,
+      issuer,
+      currentDate: new Date(nowMs),
+      typ: TYP,
+      requiredClaims: ['sub', 'jti', 'exp'],
+    });
+    return { taskId: payload.sub as string, leaseId: payload.jti as string };
+  } catch {
+    return null;
   }
-  return null;
 }

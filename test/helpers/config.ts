@@ -32,7 +32,10 @@ export function testEnv(secrets: TestSecrets, databaseUrl: string, extra: Record
   };
 }
 
-export async function testConfig(databaseUrl: string, extra: Record<string, string> = {}): Promise<{ config: Config; secrets: TestSecrets }> {
+export async function testConfig(
+  databaseUrl: string,
+  extra: Record<string, string> = {},
+): Promise<{ config: Config; secrets: TestSecrets }> {
   const secrets = await makeSecrets();
   return { config: loadConfig(testEnv(secrets, databaseUrl, extra)), secrets };
 }

@@ -19,7 +19,14 @@ function problems(env: Record<string, unknown>): string[] {
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
     const config = loadConfig({ ...base, SLUICE_ALLOW_PRIVATE_TARGETS: undefined });
-    expect(config).toMatchObject({ leaseMs: 60_000, pushTimeoutMs: 30_000, maxClaimBatch: 32, dispatchParallelism: 6, allowPrivateTargets: false, issuer: 'sluice' });
+    expect(config).toMatchObject({
+      leaseMs: 60_000,
+      pushTimeoutMs: 30_000,
+      maxClaimBatch: 32,
+      dispatchParallelism: 6,
+      allowPrivateTargets: false,
+      issuer: 'sluice',
+    });
     expect(Object.isFrozen(config)).toBe(true);
   });
 
@@ -45,13 +52,23 @@ describe('loadConfig', () => {
   });
 
   it('refuses unknown queue options by name (no silent typos)', () => {
-    expect(problems({ ...base, SLUICE_QUEUES: JSON.stringify({ emails: { max_attempt: 3 } }) })).toEqual(['SLUICE_QUEUES.emails.max_attempt: is not a known field']);
+    expect(problems({ ...base, SLUICE_QUEUES: JSON.stringify({ emails: { max_attempt: 3 } }) })).toEqual([
+      'SLUICE_QUEUES.emails.max_attempt: is not a known field',
+    ]);
   });
 
   it('accepts JSON vars already parsed by wrangler, and resolves queue defaults', () => {
-    const config = loadConfig({ ...base, SLUICE_QUEUES: { emails: { url: 'https://example.com/e', max_attempts: 9, backoff: { factor: 3 } } }, SLUICE_MAX_CLAIM_BATCH: 8 });
+    const config = loadConfig({
+      ...base,
+      SLUICE_QUEUES: { emails: { url: 'https://example.com/e', max_attempts: 9, backoff: { factor: 3 } } },
+      SLUICE_MAX_CLAIM_BATCH: 8,
+    });
     expect(config.maxClaimBatch).toBe(8);
-    expect(queueDefaults(config, 'emails')).toMatchObject({ url: 'https://example.com/e', maxAttempts: 9, backoff: { factor: 3, initialMs: 1_000 } });
+    expect(queueDefaults(config, 'emails')).toMatchObject({
+      url: 'https://example.com/e',
+      maxAttempts: 9,
+      backoff: { factor: 3, initialMs: 1_000 },
+    });
     expect(queueDefaults(config, 'other')).toMatchObject({ url: null, maxAttempts: 5, leaseMs: 60_000 });
   });
 

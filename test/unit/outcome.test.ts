@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { type PushResult, classifyPush, decide, parseRetryAfter, truncate } from '../../src/core/outcome.ts';
+import { classifyPush, decide, type PushResult, parseRetryAfter, truncate } from '../../src/core/outcome.ts';
 import { DEFAULT_RETRY, LIMITS } from '../../src/core/types.ts';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');
-const response = (status: number, headers: Record<string, string> = {}, body = ''): PushResult => ({ kind: 'response', status, headers, body, durationMs: 5 });
+const response = (status: number, headers: Record<string, string> = {}, body = ''): PushResult => ({
+  kind: 'response',
+  status,
+  headers,
+  body,
+  durationMs: 5,
+});
 
 describe('classifyPush', () => {
   it('treats every 2xx as success and keeps the body as the result', () => {
@@ -24,7 +30,11 @@ describe('classifyPush', () => {
   it('fails a 429 without Retry-After, a 500 and a redirect (redirects are never followed)', () => {
     expect(classifyPush(response(429), NOW)).toMatchObject({ type: 'failed', retryable: true, status: 429 });
     expect(classifyPush(response(500, {}, 'boom'), NOW)).toEqual({ type: 'failed', retryable: true, error: 'HTTP 500: boom', status: 500 });
-    expect(classifyPush(response(302), NOW)).toMatchObject({ type: 'failed', retryable: true, error: 'redirect 302 (redirects are not followed)' });
+    expect(classifyPush(response(302), NOW)).toMatchObject({
+      type: 'failed',
+      retryable: true,
+      error: 'redirect 302 (redirects are not followed)',
+    });
   });
 
   it('makes a failure final when the endpoint answers Sluice-Retry: false', () => {
@@ -52,18 +62,40 @@ describe('decide', () => {
 
   it('retries a failed attempt after the backoff, keeping the attempt counted', () => {
     const s = decide(task, { type: 'failed', retryable: true, error: 'HTTP 500', status: 500 }, NOW, 0.5);
-    expect(s).toEqual({ status: 'pending', runAt: new Date(NOW + 1_000), attemptsDelta: 0, deferralsDelta: 0, error: 'HTTP 500', httpStatus: 500 });
+    expect(s).toEqual({
+      status: 'pending',
+      runAt: new Date(NOW + 1_000),
+      attemptsDelta: 0,
+      deferralsDelta: 0,
+      error: 'HTTP 500',
+      httpStatus: 500,
+    });
   });
 
   it('kills the task on its last attempt, or when the failure is final', () => {
-    expect(decide({ ...task, attempts: 3 }, { type: 'failed', retryable: true, error: 'x', status: 500 }, NOW, 0.5)).toMatchObject({ status: 'dead' });
-    expect(decide(task, { type: 'failed', retryable: false, error: 'x', status: 400 }, NOW, 0.5)).toEqual({ status: 'dead', error: 'x', httpStatus: 400 });
+    expect(decide({ ...task, attempts: 3 }, { type: 'failed', retryable: true, error: 'x', status: 500 }, NOW, 0.5)).toMatchObject({
+      status: 'dead',
+    });
+    expect(decide(task, { type: 'failed', retryable: false, error: 'x', status: 400 }, NOW, 0.5)).toEqual({
+      status: 'dead',
+      error: 'x',
+      httpStatus: 400,
+    });
   });
 
   it('gives the attempt back on a deferral, until the deferral limit', () => {
     const deferred = { type: 'deferred', delayMs: 5_000, status: 429 } as const;
-    expect(decide(task, deferred, NOW, 0.5)).toMatchObject({ status: 'pending', runAt: new Date(NOW + 5_000), attemptsDelta: -1, deferralsDelta: 1 });
-    expect(decide({ ...task, deferrals: LIMITS.maxDeferrals }, deferred, NOW, 0.5)).toMatchObject({ status: 'pending', attemptsDelta: 0, deferralsDelta: 0 });
+    expect(decide(task, deferred, NOW, 0.5)).toMatchObject({
+      status: 'pending',
+      runAt: new Date(NOW + 5_000),
+      attemptsDelta: -1,
+      deferralsDelta: 1,
+    });
+    expect(decide({ ...task, deferrals: LIMITS.maxDeferrals }, deferred, NOW, 0.5)).toMatchObject({
+      status: 'pending',
+      attemptsDelta: 0,
+      deferralsDelta: 0,
+    });
   });
 
   it('stores at most 64 KiB of a result', () => {

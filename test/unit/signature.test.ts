@@ -1,8 +1,8 @@
 import { createLocalJWKSet } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { utf8 } from '../../src/sdk/protocol/encoding.ts';
-import { type SignPushInput, type SignatureCheck, SignatureError, signPush, verifyPush } from '../../src/sdk/protocol/signature.ts';
-import { type Keyring, generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';
+import { type SignatureCheck, SignatureError, type SignPushInput, signPush, verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');
 const URL_ = 'https://example.com/hooks/sluice';
@@ -44,23 +44,38 @@ async function rejection(promise: Promise<unknown>): Promise<SignatureCheck> {
 describe('push signatures', () => {
   it('verify what they sign, returning the claims (round trip, frozen clock)', async () => {
     const token = await signPush(input());
-    const claims = await verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: utf8('{"hello":"world"}'), nowMs: NOW + 1_000, issuer: 'sluice' });
+    const claims = await verifyPush({
+      token,
+      keys: createLocalJWKSet(both.jwks),
+      url: URL_,
+      body: utf8('{"hello":"world"}'),
+      nowMs: NOW + 1_000,
+      issuer: 'sluice',
+    });
     expect(claims).toMatchObject({ iss: 'sluice', sub: '42', aud: URL_, jti: input().leaseId, iat: NOW / 1000, exp: NOW / 1000 + 300 });
   });
 
   it('accept the next key during a rotation (ES256 as well as EdDSA)', async () => {
     const token = await signPush(input({ key: next.active }));
-    await expect(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW })).resolves.toBeTruthy();
+    await expect(
+      verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }),
+    ).resolves.toBeTruthy();
   });
 
   it('reject a changed body', async () => {
     const token = await signPush(input());
-    expect(await rejection(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: utf8('{"hello":"w0rld"}'), nowMs: NOW }))).toBe('body');
+    expect(
+      await rejection(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: utf8('{"hello":"w0rld"}'), nowMs: NOW })),
+    ).toBe('body');
   });
 
   it('reject another URL (aud)', async () => {
     const token = await signPush(input());
-    expect(await rejection(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: 'https://evil.example/x', body: input().body, nowMs: NOW }))).toBe('audience');
+    expect(
+      await rejection(
+        verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: 'https://evil.example/x', body: input().body, nowMs: NOW }),
+      ),
+    ).toBe('audience');
   });
 
   it('reject an expired signature, beyond the clock skew', async () => {
@@ -72,14 +87,20 @@ describe('push signatures', () => {
 
   it('reject a signature from the future', async () => {
     const token = await signPush(input({ nowMs: NOW + 120_000 }));
-    expect(await rejection(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }))).toBe('not_yet_valid');
+    expect(await rejection(verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }))).toBe(
+      'not_yet_valid',
+    );
   });
 
   it('reject an unknown kid, and a known kid with the wrong key', async () => {
     const foreign = await signPush(input({ key: { ...next.active, kid: 'k-unknown' } }));
-    expect(await rejection(verifyPush({ token: foreign, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }))).toBe('unknown_key');
+    expect(
+      await rejection(verifyPush({ token: foreign, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW })),
+    ).toBe('unknown_key');
     const forged = await signPush(input({ key: stranger.active }));
-    expect(await rejection(verifyPush({ token: forged, keys: createLocalJWKSet(current.jwks), url: URL_, body: input().body, nowMs: NOW }))).toBe('signature');
+    expect(
+      await rejection(verifyPush({ token: forged, keys: createLocalJWKSet(current.jwks), url: URL_, body: input().body, nowMs: NOW })),
+    ).toBe('signature');
   });
 
   it('reject a missing or garbled header', async () => {

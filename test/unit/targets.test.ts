@@ -61,7 +61,12 @@ const HOSTILE = [
   '/relative/path',
 ];
 
-const PUBLIC = ['https://example.com/hooks/sluice', 'https://93.184.215.14/x', 'https://[2606:4700::6810:84e5]/', 'https://api.example.co.uk:8443/a?b=c'];
+const PUBLIC = [
+  'https://example.com/hooks/sluice',
+  'https://93.184.215.14/x',
+  'https://[2606:4700::6810:84e5]/',
+  'https://api.example.co.uk:8443/a?b=c',
+];
 
 describe('checkTarget', () => {
   it.each(HOSTILE)('refuses %s', (url) => {

@@ -1,0 +1,231 @@
+/** The dispatcher against a real Postgres, pushing over real HTTP to a local endpoint. */
+import { createLocalJWKSet } from 'jose';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskCancel, taskGet, taskInsertMany } from '../../src/db/tasks.ts';
+import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { HEADERS } from '../../src/sdk/protocol/headers.ts';
+import { verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
+import { verifyLeaseToken } from '../../src/security/lease-token.ts';
+import { testConfig } from '../helpers/config.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { newTask } from '../helpers/tasks.ts';
+
+let t: TestDatabase;
+let endpoint: TestEndpoint;
+let config: Config;
+let keyring: Keyring;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  endpoint = await startEndpoint();
+  ({ config } = await testConfig(t.url, {
+    SLUICE_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    SLUICE_DISPATCH_PARALLELISM: '4',
+  }));
+  keyring = await loadKeyring(config.signingKeys);
+});
+afterAll(async () => {
+  await endpoint.close();
+  await t.drop();
+});
+beforeEach(async () => {
+  await t.db.query('truncate sluice.tasks');
+  endpoint.received.length = 0;
+  endpoint.reply(() => ({ status: 200, body: 'ok' }));
+});
+
+const run = (overrides: Partial<Config> = {}) =>
+  dispatchRun({ db: t.db, config: { ...config, ...overrides }, keyring }, { budgetMs: 5_000 });
+const enqueue = async (overrides: Parameters<typeof newTask>[0] = {}) =>
+  (await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/hook`, ...overrides })]))[0]!.task;
+const get = async (id: string) => (await taskGet(t.db, id))!;
+/** Makes a task waiting for its retry due now. */
+const dueNow = (id: string) => t.db.query('update sluice.tasks set run_at = now() where id = $1', [id]);
+
+describe('a push', () => {
+  it('carries the protocol headers and a signature that verifies against the JWKS', async () => {
+    const task = await enqueue({ body: '{"hello":"world"}', concurrencyKey: 'tenant-7', headers: { 'x-trace': 'abc' } });
+    const report = await run();
+    expect(report).toMatchObject({ claimed: 1, succeeded: 1 });
+    const [push] = endpoint.received;
+    const h = push!.headers;
+    expect(push!.method).toBe('POST');
+    expect(push!.text).toBe('{"hello":"world"}');
+    expect(h['content-type']).toBe('application/json');
+    expect(h['x-trace']).toBe('abc');
+    expect(h['sluice-task-id']).toBe(task.id);
+    expect(h['sluice-queue']).toBe('default');
+    expect(h['sluice-concurrency-key']).toBe('tenant-7');
+    expect(h['sluice-attempt']).toBe('1');
+    expect(h['sluice-max-attempts']).toBe('5');
+    const claims = await verifyPush({
+      token: h['sluice-signature'] as string,
+      keys: createLocalJWKSet(keyring.jwks),
+      url: push!.url,
+      body: push!.body,
+      nowMs: Date.now(),
+      issuer: 'sluice',
+    });
+    expect(claims).toMatchObject({ sub: task.id, jti: h['sluice-lease-id'] });
+    const lease = await verifyLeaseToken(keyring, h['sluice-lease-token'] as string, 'sluice', Date.now());
+    expect(lease).toEqual({ taskId: task.id, leaseId: h['sluice-lease-id'] });
+    expect(Date.parse(h['sluice-lease-expires-at'] as string)).toBeGreaterThan(Date.now());
+  });
+
+  it('also carries Standard Webhooks headers when a webhook secret is set', async () => {
+    const task = await enqueue();
+    await run();
+    const h = endpoint.received[0]!.headers;
+    expect(h[HEADERS.webhookId]).toBe(task.id);
+    const secret = webhookSecretBytes('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+    const ok = await verifyWebhook(
+      secret,
+      {
+        id: h[HEADERS.webhookId] as string,
+        timestamp: h[HEADERS.webhookTimestamp] as string,
+        signature: h[HEADERS.webhookSignature] as string,
+      },
+      endpoint.received[0]!.text,
+      Date.now(),
+    );
+    expect(ok).toBe(true);
+  });
+
+  it('sends no body for a GET, and the given method otherwise', async () => {
+    await enqueue({ method: 'GET', body: null });
+    await enqueue({ method: 'PUT', body: 'plain', contentType: 'text/plain' });
+    await run({ dispatchParallelism: 1 });
+    expect(endpoint.received.map((p) => [p.method, p.text, p.headers['content-type']])).toEqual([
+      ['GET', '', undefined],
+      ['PUT', 'plain', 'text/plain'],
+    ]);
+  });
+});
+
+describe('outcomes', () => {
+  it('2xx: succeeded, the response body kept as the result, the lease gone', async () => {
+    endpoint.reply(() => ({ status: 201, body: '{"done":true}' }));
+    const task = await enqueue();
+    await run();
+    expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: '{"done":true}', lastStatus: 201, attempts: 1, lease: null });
+  });
+
+  it('5xx: retried after the backoff, then succeeds on the next attempt', async () => {
+    let calls = 0;
+    endpoint.reply(() => (++calls === 1 ? { status: 500, body: 'down' } : { status: 200 }));
+    const task = await enqueue({ backoff: { initialMs: 10_000, maxMs: 60_000, factor: 2, jitter: 0 } });
+    const before = Date.now();
+    expect(await run()).toMatchObject({ retried: 1 });
+    const waiting = await get(task.id);
+    expect(waiting).toMatchObject({ status: 'pending', attempts: 1, lastError: 'HTTP 500: down', lastStatus: 500, lease: null });
+    expect(waiting.runAt.getTime() - before).toBeGreaterThanOrEqual(9_000);
+    expect(await run()).toMatchObject({ claimed: 0 });
+    await dueNow(task.id);
+    await run();
+    expect(await get(task.id)).toMatchObject({ status: 'succeeded', attempts: 2 });
+    expect(endpoint.received.map((p) => p.headers['sluice-attempt'])).toEqual(['1', '2']);
+  });
+
+  it('dies after max_attempts failures', async () => {
+    endpoint.reply(() => ({ status: 502 }));
+    const task = await enqueue({ maxAttempts: 2 });
+    await run();
+    await dueNow(task.id);
+    expect(await run()).toMatchObject({ dead: 1 });
+    expect(await get(task.id)).toMatchObject({ status: 'dead', attempts: 2, lastError: 'HTTP 502 (attempt 2 of 2)' });
+  });
+
+  it('dies at once when the endpoint says Sluice-Retry: false', async () => {
+    endpoint.reply(() => ({ status: 400, headers: { 'Sluice-Retry': 'false' }, body: 'bad payload' }));
+    const task = await enqueue();
+    await run();
+    expect(await get(task.id)).toMatchObject({ status: 'dead', attempts: 1, lastError: 'HTTP 400: bad payload' });
+  });
+
+  it('429 with Retry-After: deferred, and no attempt consumed', async () => {
+    endpoint.reply(() => ({ status: 429, headers: { 'Retry-After': '30' } }));
+    const task = await enqueue();
+    const before = Date.now();
+    expect(await run()).toMatchObject({ deferred: 1 });
+    const deferred = await get(task.id);
+    expect(deferred).toMatchObject({ status: 'pending', attempts: 0, deferrals: 1, lastStatus: 429 });
+    expect(deferred.runAt.getTime() - before).toBeGreaterThanOrEqual(29_000);
+  });
+
+  it('a redirect is a failure and is not followed', async () => {
+    endpoint.reply((push) =>
+      push.path === '/hook' ? { status: 302, headers: { location: `${endpoint.url}/elsewhere` } } : { status: 200 },
+    );
+    const task = await enqueue();
+    await run();
+    expect(endpoint.received.map((p) => p.path)).toEqual(['/hook']);
+    expect(await get(task.id)).toMatchObject({ status: 'pending', attempts: 1, lastStatus: 302 });
+  });
+
+  it('a push that outlives its timeout is a failed attempt', async () => {
+    endpoint.reply(() => ({ status: 200, delayMs: 1_500 }));
+    const task = await enqueue({ timeoutMs: 300 });
+    await run();
+    expect(await get(task.id)).toMatchObject({ status: 'pending', attempts: 1, lastError: expect.stringMatching(/timed out/) });
+  });
+
+  it('a refused target fails for good without a request', async () => {
+    const task = await enqueue({ url: 'http://127.0.0.1:9/never' });
+    await run({ allowPrivateTargets: false });
+    expect(endpoint.received).toHaveLength(0);
+    expect(await get(task.id)).toMatchObject({ status: 'dead', lastError: expect.stringMatching(/push refused: url must be https/) });
+  });
+
+  it('a leased task whose cancellation was requested ends cancelled instead of retrying', async () => {
+    let cancel: Promise<unknown> = Promise.resolve();
+    endpoint.reply((push) => {
+      cancel = taskCancel(t.db, push.headers['sluice-task-id'] as string);
+      return { status: 500 };
+    });
+    const task = await enqueue();
+    await run();
+    await cancel;
+    expect(await get(task.id)).toMatchObject({ status: 'cancelled', finishedAt: expect.any(Date) });
+  });
+});
+
+describe('the reap step', () => {
+  it('settles an expired lease as a timed-out attempt, and the task is pushed again', async () => {
+    const task = await enqueue({ leaseMs: 1_000, timeoutMs: 500, backoff: { initialMs: 0, maxMs: 0, factor: 2, jitter: 0 } });
+    // A dispatcher that claims and dies before pushing:
+    await taskClaimBatch(t.db, 10);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const report = await run();
+    expect(report).toMatchObject({ reaped: 1, claimed: 1, succeeded: 1 });
+    expect(await get(task.id)).toMatchObject({ status: 'succeeded', attempts: 2 });
+    expect(endpoint.received).toHaveLength(1);
+  });
+
+  it('expires a pending task whose deadline passed, without pushing it', async () => {
+    const task = await enqueue({ ttlMs: 50, delayMs: 100 });
+    await new Promise((r) => setTimeout(r, 150));
+    await run();
+    expect(await get(task.id)).toMatchObject({ status: 'expired', attempts: 0 });
+    expect(endpoint.received).toHaveLength(0);
+  });
+});
+
+describe('claim order', () => {
+  it('is priority, then run_at, then id', async () => {
+    const now = Date.now();
+    const ids = [
+      (await enqueue({ priority: 5 })).id,
+      (await enqueue({ priority: 0, runAt: new Date(now - 1_000) })).id,
+      (await enqueue({ priority: 0, runAt: new Date(now - 2_000) })).id,
+      (await enqueue({ priority: -1 })).id,
+      (await enqueue({ priority: 0, runAt: new Date(now - 2_000) })).id,
+    ];
+    await run({ dispatchParallelism: 1 });
+    expect(endpoint.received.map((p) => p.headers['sluice-task-id'])).toEqual([ids[3], ids[2], ids[4], ids[1], ids[0]]);
+  });
+});
