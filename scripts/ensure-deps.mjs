@@ -1,0 +1,18 @@
+// Installs the project's dependencies when they are missing or older than the lockfile, so
+// `npm start` and `npm test` work on a fresh clone. Plain JavaScript: it runs on whatever
+// Node is on the machine (Node 22 itself is one of the dependencies it installs).
+import { execSync } from 'node:child_process';
+import { statSync } from 'node:fs';
+
+const mtime = (path) => {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+};
+
+if (mtime('node_modules/.package-lock.json') < mtime('package-lock.json')) {
+  console.log('sluice: installing dependencies (npm ci) …');
+  execSync('npm ci --no-audit --no-fund', { stdio: 'inherit' });
+}
