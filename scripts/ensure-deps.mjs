@@ -13,6 +13,6 @@ const mtime = (path) => {
 };
 
 if (mtime('node_modules/.package-lock.json') < mtime('package-lock.json')) {
-  console.log('sluice: installing dependencies (npm ci) …');
-  execSync('npm ci --no-audit --no-fund', { stdio: 'inherit' });
+  console.log('sluice: installing dependencies (npm install) …');
+  execSync('npm install --no-audit --no-fund', { stdio: 'inherit' });
 }

@@ -72,9 +72,16 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     fetch: deps.fetch ?? ((input, init) => fetch(input, init)),
   };
 
-  const settle = async (task: LeasedTask, outcome: Outcome) => {
+  /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
+  const settle = async (task: LeasedTask, outcome: Outcome): Promise<void> => {
     const settlement = decide(task, outcome, now(), random());
-    const held = await settler.settle({ taskId: task.id, leaseId: task.lease.id, settlement });
+    let held: boolean;
+    try {
+      held = await settler.settle({ taskId: task.id, leaseId: task.lease.id, settlement });
+    } catch (error) {
+      log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);
+      return;
+    }
     if (!held) report.lost++;
     else if (settlement.status === 'succeeded') report.succeeded++;
     else if (settlement.status === 'dead') report.dead++;
@@ -103,39 +110,43 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let lastPassFull = true;
   let onFreed: () => void = () => {};
 
-  while (now() < deadline) {
-    const room = config.dispatchParallelism - inFlight.size;
-    if (room > 0 && (freed || lastPassFull)) {
-      const want = Math.min(room, config.maxClaimBatch);
-      report.claimPasses++;
-      report.roundTrips++;
-      const batch = await withDbRetry(() => taskClaimBatch(db, want));
-      report.claimed += batch.length;
-      freed = false;
-      lastPassFull = batch.length === want;
-      for (const task of batch) {
-        const work: Promise<void> = pushTask(task, pushDeps)
-          .then((result: PushResult) => settle(task, classifyPush(result, now())))
-          .catch((error: unknown) => log.error(`sluice: settling task ${task.id} failed; its lease will expire`, error))
-          .finally(() => {
-            inFlight.delete(work);
-            freed = true;
-            onFreed();
-          });
-        inFlight.add(work);
+  try {
+    while (now() < deadline) {
+      const room = config.dispatchParallelism - inFlight.size;
+      if (room > 0 && (freed || lastPassFull)) {
+        const want = Math.min(room, config.maxClaimBatch);
+        report.claimPasses++;
+        report.roundTrips++;
+        const batch = await withDbRetry(() => taskClaimBatch(db, want));
+        report.claimed += batch.length;
+        freed = false;
+        lastPassFull = batch.length === want;
+        for (const task of batch) {
+          const work: Promise<void> = pushTask(task, pushDeps)
+            .then((result: PushResult) => settle(task, classifyPush(result, now())))
+            .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
+            .finally(() => {
+              inFlight.delete(work);
+              freed = true;
+              onFreed();
+            });
+          inFlight.add(work);
+        }
+        if (batch.length > 0) continue;
       }
-      if (batch.length > 0) continue;
+      if (inFlight.size === 0) break;
+      // Wait for a push to end, unless one already did while the claim pass ran.
+      if (!freed) {
+        await new Promise<void>((resolve) => {
+          onFreed = resolve;
+        });
+      }
     }
-    if (inFlight.size === 0) break;
-    // Wait for a push to end, unless one already did while the claim pass ran.
-    if (!freed) {
-      await new Promise<void>((resolve) => {
-        onFreed = resolve;
-      });
-    }
+  } finally {
+    // Whatever ends the run (a database error included), pushes already made are settled.
+    await Promise.allSettled(inFlight);
+    await settler.flush();
   }
-  await Promise.all(inFlight);
-  await settler.flush();
   report.roundTrips += settler.writes;
   return report;
 }
