@@ -55,6 +55,8 @@ export interface Config {
   pushTimeoutMs: number;
   maxClaimBatch: number;
   dispatchParallelism: number;
+  /** Outgoing requests one dispatcher run may make (Workers count subrequests per invocation). */
+  maxSubrequests: number;
   allowPrivateTargets: boolean;
   queues: Readonly<Record<string, QueueOptions>>;
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
@@ -117,7 +119,8 @@ const envSchema = z
     SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
     SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
-    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
+    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(4),
+    SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
     SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
@@ -162,6 +165,7 @@ export function loadConfig(env: Env): Config {
     pushTimeoutMs: e.SLUICE_PUSH_TIMEOUT_MS,
     maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
     dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,
+    maxSubrequests: e.SLUICE_MAX_SUBREQUESTS,
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,

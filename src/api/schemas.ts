@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
+import { headerValueProblem, textProblem } from '../core/text.ts';
 import { HTTP_METHODS, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { NewTask } from '../db/tasks.ts';
 import { isReservedHeader } from '../sdk/protocol/headers.ts';
@@ -12,14 +13,25 @@ import { checkTarget } from '../security/targets.ts';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/** A string Postgres can store: no NUL, no lone surrogates. */
+const text = () =>
+  z.string().check((ctx) => {
+    const problem = textProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+  });
+
+/** A string sent as a header value as it is. */
+const headerText = () =>
+  z.string().check((ctx) => {
+    const problem = headerValueProblem(ctx.value);
+    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+  });
+
+/** Accepted times: from 2000 to a year ahead (Postgres's range, and no silly dates). */
+const EARLIEST = Date.parse('2000-01-01T00:00:00Z');
+
 const headersSchema = z
-  .record(
-    z.string().regex(HEADER_NAME, 'is not a valid header name'),
-    z
-      .string()
-      .max(LIMITS.headerValueChars)
-      .regex(/^[^\r\n\0]*$/, 'must not contain line breaks'),
-  )
+  .record(z.string().regex(HEADER_NAME, 'is not a valid header name'), headerText().max(LIMITS.headerValueChars))
   .superRefine((headers, ctx) => {
     const names = Object.keys(headers);
     if (names.length > LIMITS.headerCount) ctx.addIssue({ code: 'custom', message: `at most ${LIMITS.headerCount} headers` });
@@ -31,22 +43,25 @@ const headersSchema = z
     }
   });
 
-const timestamp = z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z' });
+const timestamp = z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z' }).refine((value) => {
+  const at = Date.parse(value);
+  return at >= EARLIEST && at <= Date.now() + LIMITS.maxDelayMs;
+}, 'must lie between 2000-01-01 and one year from now');
 
 export const enqueueSchema = z
   .object({
-    url: z.string().max(LIMITS.urlChars).optional(),
+    url: text().max(LIMITS.urlChars).optional(),
     queue: z
       .string()
       .max(LIMITS.nameChars)
       .regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -')
       .default('default'),
     body: z.unknown().optional(),
-    body_text: z.string().optional(),
-    content_type: z.string().min(1).max(255).optional(),
+    body_text: text().optional(),
+    content_type: headerText().min(1).max(255).optional(),
     headers: headersSchema.optional(),
     method: z.enum(HTTP_METHODS).default('POST'),
-    concurrency_key: z.string().max(LIMITS.keyChars).nullable().optional(),
+    concurrency_key: text().max(LIMITS.keyChars).nullable().optional(),
     concurrency_limit: z.number().int().min(1).max(1_000_000).optional(),
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
     delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
@@ -57,7 +72,7 @@ export const enqueueSchema = z
     backoff: backoffSchema.optional(),
     timeout_ms: z.number().int().min(100).max(LIMITS.maxLeaseMs).optional(),
     lease_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
-    dedup_key: z.string().min(1).max(LIMITS.keyChars).optional(),
+    dedup_key: text().min(1).max(LIMITS.keyChars).optional(),
   })
   .strict()
   .superRefine((t, ctx) => {
@@ -73,6 +88,15 @@ export const enqueueSchema = z
         code: 'custom',
         path: ['content_type'],
         message: 'goes with `body_text` (a JSON `body` is sent as application/json)',
+      });
+    }
+    const start = t.run_at !== undefined ? Date.parse(t.run_at) : Date.now() + (t.delay_ms ?? 0);
+    const end = t.expires_at !== undefined ? Date.parse(t.expires_at) : t.ttl_ms !== undefined ? Date.now() + t.ttl_ms : null;
+    if (end !== null && end <= start) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [t.expires_at !== undefined ? 'expires_at' : 'ttl_ms'],
+        message: 'the task would expire before it may run: its deadline must come after its start',
       });
     }
     if (t.method === 'GET' && (t.body !== undefined || t.body_text !== undefined)) {
@@ -104,12 +128,13 @@ export const listQuerySchema = z
 export function resolveTask(input: EnqueueInput, config: Config): { task: NewTask } | { issues: FieldIssue[] } {
   const defaults = queueDefaults(config, input.queue);
   const issues: FieldIssue[] = [];
-  const url = input.url ?? defaults.url;
+  let url = input.url ?? defaults.url;
   if (url === null) {
     issues.push({ path: 'url', message: `is required: queue "${input.queue}" has no default url` });
   } else {
     const target = checkTarget(url, config.allowPrivateTargets);
-    if (!target.ok) issues.push({ path: 'url', message: target.reason });
+    if (target.ok) url = target.url.href;
+    else issues.push({ path: 'url', message: target.reason });
   }
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
   const timeoutMs = input.timeout_ms ?? defaults.timeoutMs;
@@ -125,7 +150,9 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
     body = input.body_text;
     contentType = input.content_type ?? 'text/plain; charset=utf-8';
   } else if (input.body !== undefined) {
-    body = JSON.stringify(input.body);
+    if (jsonDepth(input.body) > LIMITS.bodyDepth)
+      issues.push({ path: 'body', message: `is nested more than ${LIMITS.bodyDepth} levels deep` });
+    else body = JSON.stringify(input.body);
   }
   if (body !== null && new TextEncoder().encode(body).length > LIMITS.taskBodyBytes) {
     issues.push({ path: input.body_text !== undefined ? 'body_text' : 'body', message: `is larger than ${LIMITS.taskBodyBytes} bytes` });
@@ -162,4 +189,18 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       dedupKey: input.dedup_key ?? null,
     },
   };
+}
+
+/** How deeply a parsed JSON value nests (iteratively: a deep value must not overflow the stack). */
+function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > LIMITS.bodyDepth) return deepest;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }

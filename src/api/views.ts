@@ -28,7 +28,8 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     created_at: task.createdAt.toISOString(),
     updated_at: task.updatedAt.toISOString(),
     finished_at: task.finishedAt?.toISOString() ?? null,
-    ...(options.body ? { content_type: task.contentType, headers: task.headers, ...bodyView(task) } : {}),
+    // Header values may be credentials for the target: only their names are shown.
+    ...(options.body ? { content_type: task.contentType, header_names: Object.keys(task.headers), ...bodyView(task) } : {}),
   };
 }
 

@@ -3,6 +3,7 @@
  * Both pure: the clock and the random draw are arguments.
  */
 import { backoffDelayMs } from './retry.ts';
+import { storable, truncate } from './text.ts';
 import { LIMITS, type Task } from './types.ts';
 
 /** What one push attempt produced, as seen by the dispatcher. */
@@ -47,7 +48,7 @@ export function classifyPush(result: PushResult, nowMs: number): Outcome {
   }
   const retryable = headers['sluice-retry']?.trim().toLowerCase() !== 'false';
   const what = status >= 300 && status < 400 ? `redirect ${status} (redirects are not followed)` : `HTTP ${status}`;
-  const detail = body.trim().slice(0, 500);
+  const detail = truncate(body.trim(), 500);
   return { type: 'failed', retryable, error: detail ? `${what}: ${detail}` : what, status };
 }
 
@@ -83,7 +84,8 @@ type SettleInput = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferral
  */
 export function decide(task: SettleInput, outcome: Outcome, nowMs: number, random: number): Settlement {
   if (outcome.type === 'succeeded') {
-    return { status: 'succeeded', result: truncate(outcome.result, LIMITS.resultBytes), httpStatus: outcome.status };
+    const result = outcome.result === null ? null : storable(truncate(outcome.result, LIMITS.resultBytes));
+    return { status: 'succeeded', result, httpStatus: outcome.status };
   }
   if (outcome.type === 'deferred') {
     if (task.deferrals < LIMITS.maxDeferrals) {
@@ -108,7 +110,7 @@ export function decide(task: SettleInput, outcome: Outcome, nowMs: number, rando
       random,
     );
   }
-  const error = truncate(outcome.error, LIMITS.errorChars) ?? '';
+  const error = storable(truncate(outcome.error, LIMITS.errorChars));
   if (!outcome.retryable) return { status: 'dead', error, httpStatus: outcome.status };
   if (task.attempts >= task.maxAttempts) {
     return { status: 'dead', error: `${error} (attempt ${task.attempts} of ${task.maxAttempts})`, httpStatus: outcome.status };
@@ -121,13 +123,4 @@ export function decide(task: SettleInput, outcome: Outcome, nowMs: number, rando
     error,
     httpStatus: outcome.status,
   };
-}
-
-/** Cuts a text to at most `max` UTF-16 units, without splitting a surrogate pair. */
-export function truncate(text: string | null, max: number): string | null {
-  if (text === null || text.length <= max) return text;
-  let end = max;
-  const code = text.charCodeAt(end - 1);
-  if (code >= 0xd800 && code <= 0xdbff) end -= 1;
-  return text.slice(0, end);
 }

@@ -96,6 +96,8 @@ export const LIMITS = Object.freeze({
   batchRequestBytes: 10 * 1024 * 1024,
   /** A task's payload. */
   taskBodyBytes: 512 * 1024,
+  /** How deeply a JSON body may nest. */
+  bodyDepth: 64,
   batchSize: 1_000,
   /** What is kept of a push response (the result) and of an error text. */
   resultBytes: 64 * 1024,

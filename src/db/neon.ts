@@ -15,5 +15,7 @@ export function openNeonDb(config: Config): OpenDb {
     neonConfig.pipelineTLS = false;
     neonConfig.pipelineConnect = false;
   }
-  return poolDb(new Pool({ connectionString: config.databaseUrl, max: 4 }));
+  // Two connections: a claim and a settle write may overlap. With the default parallelism of
+  // 4 pushes that stays within Workers' 6 simultaneous connections per invocation.
+  return poolDb(new Pool({ connectionString: config.databaseUrl, max: 2 }));
 }

@@ -24,7 +24,9 @@ export async function runDispatcher(
   const db = openDb(config);
   try {
     const keyring = await loadKeyring(config.signingKeys);
-    return await dispatchRun({ db, config, keyring }, { budgetMs: RUN_BUDGET_MS[trigger] });
+    // Each push is a subrequest; keep a few for the database connection and its retries.
+    const maxPushes = config.maxSubrequests - 10;
+    return await dispatchRun({ db, config, keyring }, { budgetMs: RUN_BUDGET_MS[trigger], maxPushes });
   } finally {
     await db.close();
   }

@@ -40,7 +40,13 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - leaseMarginMs(task.leaseMs));
   if (timeoutMs <= 0) return { kind: 'timeout', durationMs: 0 };
 
-  const request = await buildRequest(task, deps, started);
+  let request: RequestInit;
+  try {
+    request = await buildRequest(task, deps, started);
+  } catch (error) {
+    // A task Sluice cannot turn into a request (a header the fetch API refuses) never will be.
+    return { kind: 'refused', message: `the request cannot be built: ${(error as Error).message}`, durationMs: elapsed() };
+  }
   try {
     const response = await deps.fetch(task.url, { ...request, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
     const body = await readCapped(response, LIMITS.resultBytes);
@@ -72,7 +78,8 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
   if (task.body !== null) headers.set('content-type', task.contentType);
   headers.set(HEADERS.taskId, task.id);
   headers.set(HEADERS.queue, task.queue);
-  if (task.concurrencyKey !== null) headers.set(HEADERS.concurrencyKey, task.concurrencyKey);
+  // Keys may be any Unicode text; a header carries it percent-encoded (UTF-8), as `encodeURIComponent` does.
+  if (task.concurrencyKey !== null) headers.set(HEADERS.concurrencyKey, encodeURIComponent(task.concurrencyKey));
   headers.set(HEADERS.attempt, String(task.attempts));
   headers.set(HEADERS.maxAttempts, String(task.maxAttempts));
   headers.set(HEADERS.leaseId, task.lease.id);

@@ -27,6 +27,8 @@ export interface DispatchDeps {
 export interface RunOptions {
   /** Stop claiming after this long; pushes already started are awaited. */
   budgetMs: number;
+  /** Stop claiming once this many pushes were started. Default: no limit. */
+  maxPushes?: number;
   /** Largest number of expired leases settled by this run's reap step. */
   reapLimit?: number;
 }
@@ -111,13 +113,15 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let onFreed: () => void = () => {};
 
   try {
-    while (now() < deadline) {
-      const room = config.dispatchParallelism - inFlight.size;
+    const maxPushes = options.maxPushes ?? Number.POSITIVE_INFINITY;
+    while (now() < deadline && report.claimed < maxPushes) {
+      const room = Math.min(config.dispatchParallelism - inFlight.size, maxPushes - report.claimed);
       if (room > 0 && (freed || lastPassFull)) {
         const want = Math.min(room, config.maxClaimBatch);
         report.claimPasses++;
         report.roundTrips++;
-        const batch = await withDbRetry(() => taskClaimBatch(db, want));
+        // A claim whose reply was lost may have committed: retry only what surely did not run.
+        const batch = await withDbRetry(() => taskClaimBatch(db, want), { idempotent: false });
         report.claimed += batch.length;
         freed = false;
         lastPassFull = batch.length === want;

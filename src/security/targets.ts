@@ -82,15 +82,20 @@ function ipv4Reason(addr: number): string | null {
 function ipv6Reason(text: string): string | null {
   const groups = parseIpv6(text);
   if (groups === null) return 'an unreadable IPv6 address';
-  const [g0 = 0, , , , , g5 = 0, g6 = 0, g7 = 0] = groups;
+  const [g0 = 0, g1 = 0, g2 = 0, , g4 = 0, g5 = 0, g6 = 0, g7 = 0] = groups;
   const zeroUpTo = (n: number) => groups.slice(0, n).every((g) => g === 0);
   if (zeroUpTo(8)) return 'the unspecified address';
   if (zeroUpTo(7) && g7 === 1) return 'loopback';
-  // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d).
-  const embedded = ((g6 << 16) | g7) >>> 0;
-  if (zeroUpTo(5) && g5 === 0xffff) return ipv4Reason(embedded) ?? null;
-  if (zeroUpTo(6)) return ipv4Reason(embedded) ?? 'an IPv4-compatible address';
-  if (g0 === 0x64 && groups[1] === 0xff9b) return ipv4Reason(embedded);
+  // Forms that embed an IPv4 address: judge the IPv4 address.
+  const low = ((g6 << 16) | g7) >>> 0;
+  const mapped = 'an IPv6 form of a non-public IPv4 address';
+  if (zeroUpTo(5) && g5 === 0xffff) return ipv4Reason(low) && mapped; // ::ffff:a.b.c.d
+  if (zeroUpTo(4) && g4 === 0xffff && g5 === 0) return ipv4Reason(low) && mapped; // ::ffff:0:a.b.c.d (SIIT)
+  if (zeroUpTo(6)) return ipv4Reason(low) ? mapped : 'an IPv4-compatible address'; // ::a.b.c.d
+  if (g0 === 0x64 && g1 === 0xff9b) return ipv4Reason(low) && mapped; // NAT64
+  if (g0 === 0x2002) return ipv4Reason(((g1 << 16) | g2) >>> 0) && mapped; // 6to4
+  if (g0 === 0x2001 && g1 === 0) return 'a Teredo address (it tunnels to IPv4)';
+  if (g0 === 0x0100 && g1 === 0 && g2 === 0 && groups[3] === 0) return 'the discard-only range (100::/64)';
   if ((g0 & 0xfe00) === 0xfc00) return 'a unique-local range (fc00::/7)';
   if ((g0 & 0xffc0) === 0xfe80) return 'link-local (fe80::/10)';
   if ((g0 & 0xffc0) === 0xfec0) return 'site-local (fec0::/10)';

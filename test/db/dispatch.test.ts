@@ -3,6 +3,7 @@ import { createLocalJWKSet } from 'jose';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { leaseSettleMany } from '../../src/db/settle.ts';
 import { taskCancel, taskGet, taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { HEADERS } from '../../src/sdk/protocol/headers.ts';
@@ -182,15 +183,15 @@ describe('outcomes', () => {
   });
 
   it('a leased task whose cancellation was requested ends cancelled instead of retrying', async () => {
-    let cancel: Promise<unknown> = Promise.resolve();
-    endpoint.reply((push) => {
-      cancel = taskCancel(t.db, push.headers['sluice-task-id'] as string);
+    endpoint.reply(async (push) => {
+      // Cancelled while its push is open: the failure that follows must not retry it.
+      const during = await taskCancel(t.db, push.headers['sluice-task-id'] as string);
+      expect(during).toMatchObject({ status: 'leased', cancelRequestedAt: expect.any(Date) });
       return { status: 500 };
     });
     const task = await enqueue();
     await run();
-    await cancel;
-    expect(await get(task.id)).toMatchObject({ status: 'cancelled', finishedAt: expect.any(Date) });
+    expect(await get(task.id)).toMatchObject({ status: 'cancelled', attempts: 1, lease: null, finishedAt: expect.any(Date) });
   });
 });
 
@@ -212,6 +213,39 @@ describe('the reap step', () => {
     await run();
     expect(await get(task.id)).toMatchObject({ status: 'expired', attempts: 0 });
     expect(endpoint.received).toHaveLength(0);
+  });
+});
+
+describe('fencing', () => {
+  it('a settlement naming a lease that is no longer held changes nothing', async () => {
+    const task = await enqueue();
+    const [leased] = await taskClaimBatch(t.db, 1);
+    const stale = {
+      taskId: task.id,
+      leaseId: crypto.randomUUID(),
+      settlement: { status: 'succeeded', result: 'stale', httpStatus: 200 },
+    } as const;
+    expect(await leaseSettleMany(t.db, [stale])).toEqual(new Set());
+    const after = await get(task.id);
+    expect(after).toMatchObject({ status: 'leased', result: null, lease: { id: leased!.lease.id } });
+    // The holder's own settlement still lands; a second one with the same lease does not.
+    const own = { ...stale, leaseId: leased!.lease.id };
+    expect(await leaseSettleMany(t.db, [own])).toEqual(new Set([task.id]));
+    expect(await leaseSettleMany(t.db, [{ ...own, settlement: { status: 'dead', error: 'late', httpStatus: null } }])).toEqual(new Set());
+    expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: 'stale' });
+  });
+});
+
+describe('run budgets', () => {
+  it('stop claiming after the push budget (Workers subrequests), leaving the rest pending', async () => {
+    for (let i = 0; i < 5; i++) await enqueue();
+    const report = await dispatchRun(
+      { db: t.db, config: { ...config, dispatchParallelism: 4 }, keyring },
+      { budgetMs: 5_000, maxPushes: 2 },
+    );
+    expect(report).toMatchObject({ claimed: 2, succeeded: 2 });
+    const [left] = await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status = 'pending'`);
+    expect(left!.n).toBe(3);
   });
 });
 

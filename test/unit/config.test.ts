@@ -23,7 +23,7 @@ describe('loadConfig', () => {
       leaseMs: 60_000,
       pushTimeoutMs: 30_000,
       maxClaimBatch: 32,
-      dispatchParallelism: 6,
+      dispatchParallelism: 4,
       allowPrivateTargets: false,
       issuer: 'sluice',
     });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { classifyPush, decide, type PushResult, parseRetryAfter, truncate } from '../../src/core/outcome.ts';
+import { classifyPush, decide, type PushResult, parseRetryAfter } from '../../src/core/outcome.ts';
+import { storable, truncate } from '../../src/core/text.ts';
 import { DEFAULT_RETRY, LIMITS } from '../../src/core/types.ts';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');
@@ -104,9 +105,25 @@ describe('decide', () => {
   });
 });
 
-describe('truncate', () => {
-  it('never splits a surrogate pair', () => {
+describe('text helpers', () => {
+  it('truncate never splits a surrogate pair', () => {
     expect(truncate('ab😀', 3)).toBe('ab');
     expect(truncate('abc', 5)).toBe('abc');
+  });
+
+  it('storable removes what Postgres cannot hold: NUL and lone surrogates', () => {
+    expect(storable('a\u0000b\ud83dc')).toBe('a\ufffdb\ufffdc');
+  });
+
+  it('decide keeps results and errors storable', () => {
+    const s = decide(
+      { attempts: 1, maxAttempts: 3, deferrals: 0, backoff: DEFAULT_RETRY.backoff },
+      { type: 'succeeded', result: 'ok\u0000', status: 200 },
+      NOW,
+      0.5,
+    );
+    expect(s).toMatchObject({ result: 'ok\ufffd' });
+    const f = classifyPush(response(500, {}, `${'x'.repeat(499)}😀`), NOW);
+    expect(f.type === 'failed' && f.error.isWellFormed()).toBe(true);
   });
 });

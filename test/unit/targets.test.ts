@@ -39,6 +39,11 @@ const HOSTILE = [
   'https://[::ffff:169.254.169.254]/',
   'https://[::127.0.0.1]/', // v4-compatible
   'https://[64:ff9b::a00:1]/', // NAT64 of 10.0.0.1
+  'https://[::ffff:0:a9fe:a9fe]/', // SIIT of 169.254.169.254
+  'https://[2002:a9fe:a9fe::]/', // 6to4 of 169.254.169.254
+  'https://[2002:7f00:1::1]/', // 6to4 of 127.0.0.1
+  'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/', // Teredo
+  'https://[100::1]/', // discard-only
   'https://[fc00::1]/',
   'https://[fd12:3456:789a::1]/',
   'https://[fe80::1]/',
@@ -62,6 +67,8 @@ const HOSTILE = [
 ];
 
 const PUBLIC = [
+  'https://[2002:5db8:d70e::1]/', // 6to4 of a public address
+
   'https://example.com/hooks/sluice',
   'https://93.184.215.14/x',
   'https://[2606:4700::6810:84e5]/',

@@ -207,6 +207,27 @@ describe('the API', () => {
       [api('/v1/tasks?status=sleeping'), 400, /status/],
       [api('/v1/tasks?cursor=garbage'), 400, /cursor: is not a cursor/],
       [api('/v1/nothing-here'), 404, /no route/],
+      [post('/v1/tasks', { url: `${endpoint.url}/x`, body_text: 'a\u0000b' }), 400, /body_text: must not contain NUL/],
+      [
+        api('/v1/tasks', { method: 'POST', body: `{"url":"${endpoint.url}/x","concurrency_key":"\\ud800"}` }),
+        400,
+        /concurrency_key: must be well-formed Unicode/,
+      ],
+      [post('/v1/tasks', { url: `${endpoint.url}/x`, headers: { 'x-name': 'café' } }), 400, /headers.x-name: must be printable ASCII/],
+      [post('/v1/tasks', { url: `${endpoint.url}/x`, run_at: '0000-01-01T00:00:00Z' }), 400, /run_at: must lie between 2000-01-01/],
+      [post('/v1/tasks', { url: `${endpoint.url}/x`, run_at: '9999-12-31T23:59:59-23:59' }), 400, /run_at: must lie between/],
+      [
+        post('/v1/tasks', { url: `${endpoint.url}/x`, delay_ms: 60_000, ttl_ms: 1_000 }),
+        400,
+        /ttl_ms: the task would expire before it may run/,
+      ],
+      [post('/v1/tasks', { url: `${endpoint.url}/x`, delay_ms: 1e300 }), 400, /delay_ms/],
+      [
+        api('/v1/tasks', { method: 'POST', body: `{"url":"${endpoint.url}/x","body":${'['.repeat(20_000)}${']'.repeat(20_000)}}` }),
+        400,
+        /body: is nested more than 64 levels deep/,
+      ],
+      [api(`/v1/tasks/${'9'.repeat(30)}`), 404, /was not found/],
     ];
     for (const [response, status, detail] of cases) {
       const res = await response;
@@ -216,6 +237,24 @@ describe('the API', () => {
       expect(res.headers.get('content-type')).toBe('application/problem+json');
     }
     expect((await t.db.query('select 1 from sluice.tasks')).length).toBe(0);
+  });
+
+  it('stores the URL in its normalised form (the form signed as aud)', async () => {
+    const res = await post('/v1/tasks', { url: `  ${endpoint.url.replace('http', 'HTTP')}`, delay_ms: 3_600_000 });
+    expect(res.status).toBe(201);
+    expect(((await res.json()) as { url: string }).url).toBe(`${endpoint.url}/`);
+  });
+
+  it("shows a task's header names but never their values", async () => {
+    const res = await post('/v1/tasks', {
+      url: `${endpoint.url}/h`,
+      delay_ms: 3_600_000,
+      headers: { authorization: 'Bearer secret-token' },
+    });
+    const { id } = (await res.json()) as { id: string };
+    const text = await (await api(`/v1/tasks/${id}`, { key: secrets.readKey })).text();
+    expect(JSON.parse(text)).toMatchObject({ header_names: ['authorization'] });
+    expect(text).not.toContain('secret-token');
   });
 
   it('serves health and the public JWKS without a key', async () => {
