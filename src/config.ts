@@ -24,9 +24,28 @@ export const backoffSchema = z
   })
   .strict();
 
-/** Options of one queue in `SLUICE_QUEUES` (snake_case, as on the wire). */
-export const queueOptionsSchema = z
+/** The queue settings a claim reads; each can be overridden at run time (PUT /v1/queues/:queue). */
+export const queueLimitsSchema = z
   .object({
+    /** Leased tasks in the queue at once. */
+    concurrency: z.number().int().min(1).max(1_000_000).optional(),
+    /** Leased tasks per concurrency key at once (a key's default limit). */
+    key_concurrency: z.number().int().min(1).max(1_000_000).optional(),
+    /** Between queues: lower is claimed first. */
+    priority: z.number().int().min(-1_000_000).max(1_000_000).optional(),
+    paused: z.boolean().optional(),
+  })
+  .strict();
+export type QueueLimits = z.infer<typeof queueLimitsSchema>;
+
+/** A body field path such as `customer_id` or `customer.id`. */
+const KEY_FROM_PATTERN = /^[^.\s]+(\.[^.\s]+)*$/;
+
+/** Options of one queue in `SLUICE_QUEUES` (snake_case, as on the wire). */
+export const queueOptionsSchema = queueLimitsSchema
+  .extend({
+    /** Derive a task's concurrency key from this body field (dotted path); missing → the empty key. */
+    key_from: z.string().min(1).max(200).regex(KEY_FROM_PATTERN, 'must be a field name or a dotted path such as customer.id').optional(),
     url: z.string().max(LIMITS.urlChars).optional(),
     max_attempts: z.number().int().min(1).max(LIMITS.maxAttempts).optional(),
     backoff: backoffSchema.optional(),
@@ -39,6 +58,7 @@ export type QueueOptions = z.infer<typeof queueOptionsSchema>;
 /** A queue's effective defaults for the tasks enqueued into it. */
 export interface QueueDefaults {
   url: string | null;
+  keyFrom: string | null;
   maxAttempts: number;
   backoff: Backoff;
   leaseMs: number;
@@ -57,6 +77,8 @@ export interface Config {
   dispatchParallelism: number;
   /** Outgoing requests one dispatcher run may make (Workers count subrequests per invocation). */
   maxSubrequests: number;
+  /** Leased tasks across all queues at once; `null` = no cluster cap. */
+  clusterCap: number | null;
   allowPrivateTargets: boolean;
   queues: Readonly<Record<string, QueueOptions>>;
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
@@ -121,6 +143,7 @@ const envSchema = z
     SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
     SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(4),
     SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
+    SLUICE_CLUSTER_CAP: int(1, 1_000_000).optional(),
     SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
@@ -166,6 +189,7 @@ export function loadConfig(env: Env): Config {
     maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
     dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,
     maxSubrequests: e.SLUICE_MAX_SUBREQUESTS,
+    clusterCap: e.SLUICE_CLUSTER_CAP ?? null,
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
@@ -180,6 +204,7 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
   const b = q.backoff ?? {};
   return {
     url: q.url ?? null,
+    keyFrom: q.key_from ?? null,
     maxAttempts: q.max_attempts ?? DEFAULT_RETRY.maxAttempts,
     backoff: {
       initialMs: b.initial_ms ?? DEFAULT_RETRY.backoff.initialMs,
@@ -192,6 +217,15 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
   };
 }
 
+/** The environment's claim-time queue settings, as the claim statement takes them. */
+export function claimQueuesJson(config: Config): string {
+  const out: Record<string, QueueLimits> = {};
+  for (const [name, q] of Object.entries(config.queues)) {
+    out[name] = { concurrency: q.concurrency, key_concurrency: q.key_concurrency, priority: q.priority, paused: q.paused };
+  }
+  return JSON.stringify(out);
+}
+
 /** The effective limits, one line, for the dispatcher's start-up log. */
 export function describeLimits(config: Config): string {
   return [
@@ -199,7 +233,17 @@ export function describeLimits(config: Config): string {
     `push timeout ${config.pushTimeoutMs} ms`,
     `claim batch ${config.maxClaimBatch}`,
     `parallelism ${config.dispatchParallelism}`,
-    `queues ${Object.keys(config.queues).join(', ') || '(none configured)'}`,
+    `cluster cap ${config.clusterCap ?? 'none'}`,
+    ...Object.entries(config.queues).map(([name, q]) => {
+      const limits = [
+        `concurrency ${q.concurrency ?? '∞'}`,
+        `key_concurrency ${q.key_concurrency ?? '∞'}`,
+        ...(q.key_from ? [`key_from ${q.key_from}`] : []),
+        ...(q.priority ? [`priority ${q.priority}`] : []),
+        ...(q.paused ? ['paused'] : []),
+      ];
+      return `queue ${name}: ${limits.join(' ')}`;
+    }),
   ].join(', ');
 }
 

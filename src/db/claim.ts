@@ -1,11 +1,23 @@
-/** One claim pass: a single round trip to `sluice.claim` (see migrations/). */
+/** One claim pass: a single round trip to `sluice.claim` (migrations/0002_limits.sql). */
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask } from './rows.ts';
 
-/** Leases up to `max` ready tasks, best first; each claim counts the attempt it starts. */
-export async function taskClaimBatch(db: Queryable, max: number): Promise<LeasedTask[]> {
-  if (max <= 0) return [];
-  const rows = await db.query<TaskRow>('select * from sluice.claim($1)', [max]);
+export interface ClaimLimits {
+  /** Most tasks to lease in this pass. */
+  max: number;
+  /** Leased tasks allowed across all queues; `null` = no cap. */
+  clusterCap: number | null;
+  /** The environment's claim-time queue settings, JSON (see `claimQueuesJson`). */
+  queuesJson: string;
+}
+
+/**
+ * Leases up to `max` ready tasks within every limit, best first and round-robin across keys;
+ * each claim counts the attempt it starts.
+ */
+export async function taskClaimBatch(db: Queryable, limits: ClaimLimits): Promise<LeasedTask[]> {
+  if (limits.max <= 0) return [];
+  const rows = await db.query<TaskRow>('select * from sluice.claim($1, $2, $3::jsonb)', [limits.max, limits.clusterCap, limits.queuesJson]);
   return rows.map((r) => toTask(r) as LeasedTask);
 }

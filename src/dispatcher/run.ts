@@ -3,7 +3,7 @@
  * run's time budget is spent (DESIGN.md §6). Pushes run in parallel up to the configured
  * parallelism; a new claim pass starts when a push frees a place, never in a busy loop.
  */
-import type { Config } from '../config.ts';
+import { type Config, claimQueuesJson } from '../config.ts';
 import { classifyPush, decide, type Outcome, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
@@ -65,6 +65,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     roundTrips: 0,
   };
   const settler = new Settler(db);
+  const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
     issuer: config.issuer,
@@ -121,7 +122,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         report.claimPasses++;
         report.roundTrips++;
         // A claim whose reply was lost may have committed: retry only what surely did not run.
-        const batch = await withDbRetry(() => taskClaimBatch(db, want), { idempotent: false });
+        const batch = await withDbRetry(() => taskClaimBatch(db, { max: want, clusterCap: config.clusterCap, queuesJson }), {
+          idempotent: false,
+        });
         report.claimed += batch.length;
         freed = false;
         lastPassFull = batch.length === want;

@@ -44,7 +44,7 @@ describe('concurrent claims', () => {
     await Promise.all(
       claimers.map(async (db) => {
         for (;;) {
-          const batch = await taskClaimBatch(db, 16);
+          const batch = await taskClaimBatch(db, { max: 16, clusterCap: null, queuesJson: '{}' });
           if (batch.length === 0) return;
           for (const task of batch) seen.set(task.id, (seen.get(task.id) ?? 0) + 1);
         }

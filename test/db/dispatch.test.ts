@@ -199,7 +199,7 @@ describe('the reap step', () => {
   it('settles an expired lease as a timed-out attempt, and the task is pushed again', async () => {
     const task = await enqueue({ leaseMs: 1_000, timeoutMs: 500, backoff: { initialMs: 0, maxMs: 0, factor: 2, jitter: 0 } });
     // A dispatcher that claims and dies before pushing:
-    await taskClaimBatch(t.db, 10);
+    await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}' });
     await new Promise((r) => setTimeout(r, 1_100));
     const report = await run();
     expect(report).toMatchObject({ reaped: 1, claimed: 1, succeeded: 1 });
@@ -219,7 +219,7 @@ describe('the reap step', () => {
 describe('fencing', () => {
   it('a settlement naming a lease that is no longer held changes nothing', async () => {
     const task = await enqueue();
-    const [leased] = await taskClaimBatch(t.db, 1);
+    const [leased] = await taskClaimBatch(t.db, { max: 1, clusterCap: null, queuesJson: '{}' });
     const stale = {
       taskId: task.id,
       leaseId: crypto.randomUUID(),

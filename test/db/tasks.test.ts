@@ -82,7 +82,7 @@ describe('taskCancel', () => {
   it('cancels a pending task, requests cancellation of a leased one, and refuses a finished one', async () => {
     const [a, b] = await taskInsertMany(t.db, [newTask(), newTask()]);
     expect(await taskCancel(t.db, a!.task.id)).toMatchObject({ status: 'cancelled' });
-    await t.db.query('select * from sluice.claim(1)');
+    await t.db.query(`select * from sluice.claim(1, null, '{}')`);
     const leased = await taskCancel(t.db, b!.task.id);
     expect(leased.status).toBe('leased');
     expect(leased.cancelRequestedAt).toBeInstanceOf(Date);

@@ -1,0 +1,68 @@
+/**
+ * Limit arithmetic (DESIGN.md §5), pure. Which value of a setting is in force and where it
+ * comes from, and how much room a level has left. The claim statement
+ * (migrations/0002_limits.sql) applies the same precedence inside Postgres, atomically; the
+ * API uses these to show it.
+ */
+
+/** Where a value in force comes from. */
+export type Source = 'override' | 'env' | 'task' | 'default';
+
+export interface Resolved<T> {
+  value: T;
+  source: Source;
+}
+
+/** The claim-time settings of a queue, as given by the environment or a run-time override. */
+export interface QueueLimitSettings {
+  concurrency?: number | undefined;
+  key_concurrency?: number | undefined;
+  priority?: number | undefined;
+  paused?: boolean | undefined;
+}
+
+export interface EffectiveQueueLimits {
+  concurrency: Resolved<number | null>;
+  keyConcurrency: Resolved<number | null>;
+  priority: Resolved<number>;
+  paused: Resolved<boolean>;
+}
+
+/** An override wins over the environment, field by field; otherwise the default holds. */
+export function resolveQueueLimits(env: QueueLimitSettings | undefined, override: QueueLimitSettings | null): EffectiveQueueLimits {
+  function pick<T>(field: keyof QueueLimitSettings, fallback: T): Resolved<T> {
+    const o = override?.[field];
+    if (o !== undefined && o !== null) return { value: o as T, source: 'override' };
+    const e = env?.[field];
+    if (e !== undefined && e !== null) return { value: e as T, source: 'env' };
+    return { value: fallback, source: 'default' };
+  }
+  return {
+    concurrency: pick<number | null>('concurrency', null),
+    keyConcurrency: pick<number | null>('key_concurrency', null),
+    priority: pick('priority', 0),
+    paused: pick('paused', false),
+  };
+}
+
+/**
+ * A key's limit: an override set for the key, else the limit its first task gave
+ * (`concurrency_limit`, "sets the limit if not already set"), else the queue's
+ * `key_concurrency`. Keyless tasks have no key limit.
+ */
+export function resolveKeyLimit(
+  key: string | null,
+  override: number | null,
+  taskLimit: number | null,
+  queueKeyConcurrency: Resolved<number | null>,
+): Resolved<number | null> {
+  if (key === null) return { value: null, source: 'default' };
+  if (override !== null) return { value: override, source: 'override' };
+  if (taskLimit !== null) return { value: taskLimit, source: 'task' };
+  return queueKeyConcurrency;
+}
+
+/** Slots left at a level: `Infinity` when it has no limit, never below zero. */
+export function room(limit: number | null, active: number): number {
+  return limit === null ? Number.POSITIVE_INFINITY : Math.max(0, limit - active);
+}
