@@ -17,6 +17,8 @@ create index tasks_lane_due on sluice.tasks (queue, lane, run_at) where status =
 -- In-flight counts per cluster, queue and lane come from the leased rows themselves.
 create index tasks_lane_leased on sluice.tasks (queue, lane) where status = 'leased';
 drop index sluice.tasks_ready;
+-- Lease calls and admin releases find a task by its lease.
+create unique index tasks_lease_id on sluice.tasks (lease_id) where lease_id is not null;
 
 create table sluice.keys (
   id              bigint generated always as identity primary key,

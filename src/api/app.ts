@@ -10,6 +10,7 @@ import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
 import { problemOf, problemResponse } from './problem.ts';
 import { meta } from './routes/meta.ts';
+import { queues } from './routes/queues.ts';
 import { tasks } from './routes/tasks.ts';
 
 export function createApp(platform: Platform): Hono<AppEnv> {
@@ -44,6 +45,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
 
   app.route('/', meta);
   app.route('/v1/tasks', tasks);
+  app.route('/v1/queues', queues);
 
   app.notFound((c) =>
     problemResponse(c, {

@@ -157,6 +157,17 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   if (body !== null && new TextEncoder().encode(body).length > LIMITS.taskBodyBytes) {
     issues.push({ path: input.body_text !== undefined ? 'body_text' : 'body', message: `is larger than ${LIMITS.taskBodyBytes} bytes` });
   }
+  const concurrencyKey = input.concurrency_key !== undefined ? input.concurrency_key : keyFromBody(input.body, defaults.keyFrom);
+  if (concurrencyKey !== null && input.concurrency_key === undefined) {
+    const problem = concurrencyKey.length > LIMITS.keyChars ? `is longer than ${LIMITS.keyChars} characters` : textProblem(concurrencyKey);
+    if (problem) issues.push({ path: `body.${defaults.keyFrom}`, message: `gives the concurrency key (key_from), which ${problem}` });
+  }
+  if (input.concurrency_limit !== undefined && concurrencyKey === null) {
+    issues.push({
+      path: 'concurrency_limit',
+      message: "limits a concurrency key: give `concurrency_key` too (or configure the queue's key_from)",
+    });
+  }
   const b = input.backoff ?? {};
   const backoff = {
     initialMs: b.initial_ms ?? defaults.backoff.initialMs,
@@ -175,7 +186,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       headers: input.headers ?? {},
       body,
       contentType,
-      concurrencyKey: input.concurrency_key ?? null,
+      concurrencyKey,
       concurrencyLimit: input.concurrency_limit ?? null,
       priority: input.priority,
       runAt: input.run_at !== undefined ? new Date(input.run_at) : null,
@@ -203,4 +214,19 @@ function jsonDepth(value: unknown): number {
     for (const child of Object.values(item)) stack.push([child, depth + 1]);
   }
   return deepest;
+}
+
+/**
+ * The concurrency key a queue's `key_from` derives from a task's body (River's `ByArgs`): the
+ * field's text, or the empty key when the field is missing. `null` when the queue has no
+ * `key_from`.
+ */
+export function keyFromBody(body: unknown, keyFrom: string | null): string | null {
+  if (keyFrom === null) return null;
+  let value: unknown = body;
+  for (const part of keyFrom.split('.')) {
+    value = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>)[part] : undefined;
+  }
+  if (value === undefined || value === null) return '';
+  return typeof value === 'string' ? value : JSON.stringify(value);
 }

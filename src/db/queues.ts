@@ -1,0 +1,173 @@
+/** Queue settings at run time, per-key limits, counts and slot holders (DESIGN.md §5). */
+import type { QueueLimitSettings } from '../core/limits.ts';
+import type { Queryable } from './db.ts';
+
+export interface QueueOverride {
+  queue: string;
+  settings: QueueLimitSettings;
+  updatedAt: Date;
+}
+
+interface QueueRow {
+  name: string;
+  options: { concurrency?: number; key_concurrency?: number; priority?: number };
+  paused: boolean | null;
+  updated_at: Date;
+}
+
+function toOverride(row: QueueRow): QueueOverride {
+  const settings: QueueLimitSettings = { ...row.options };
+  if (row.paused !== null) settings.paused = row.paused;
+  return { queue: row.name, settings, updatedAt: row.updated_at };
+}
+
+export async function queueOverrides(db: Queryable): Promise<Map<string, QueueOverride>> {
+  const rows = await db.query<QueueRow>('select * from sluice.queues order by name');
+  return new Map(rows.map((r) => [r.name, toOverride(r)]));
+}
+
+export async function queueOverride(db: Queryable, queue: string): Promise<QueueOverride | null> {
+  const rows = await db.query<QueueRow>('select * from sluice.queues where name = $1', [queue]);
+  return rows[0] ? toOverride(rows[0]) : null;
+}
+
+/** Replaces a queue's overrides with `settings` (fields left out are not overridden). */
+export async function queueOverridePut(db: Queryable, queue: string, settings: QueueLimitSettings): Promise<QueueOverride> {
+  const { paused, ...options } = settings;
+  const rows = await db.query<QueueRow>(
+    `insert into sluice.queues (name, options, paused) values ($1, $2::jsonb, $3)
+     on conflict (name) do update set options = excluded.options, paused = excluded.paused, updated_at = now()
+     returning *`,
+    [queue, JSON.stringify(options), paused ?? null],
+  );
+  return toOverride(rows[0]!);
+}
+
+/** Sets only the paused override, keeping the others. */
+export async function queuePausedPut(db: Queryable, queue: string, paused: boolean): Promise<QueueOverride> {
+  const rows = await db.query<QueueRow>(
+    `insert into sluice.queues (name, paused) values ($1, $2)
+     on conflict (name) do update set paused = excluded.paused, updated_at = now()
+     returning *`,
+    [queue, paused],
+  );
+  return toOverride(rows[0]!);
+}
+
+/** Drops every run-time override of a queue; returns whether there were any. */
+export async function queueOverrideDelete(db: Queryable, queue: string): Promise<boolean> {
+  return (await db.query('delete from sluice.queues where name = $1 returning name', [queue])).length > 0;
+}
+
+export async function keyLimitPut(db: Queryable, queue: string, key: string, limit: number): Promise<void> {
+  await db.query(
+    `insert into sluice.key_limits (queue, concurrency_key, "limit") values ($1, $2, $3)
+     on conflict (queue, concurrency_key) do update set "limit" = excluded."limit", updated_at = now()`,
+    [queue, key, limit],
+  );
+}
+
+export async function keyLimitDelete(db: Queryable, queue: string, key: string): Promise<boolean> {
+  const rows = await db.query('delete from sluice.key_limits where queue = $1 and concurrency_key = $2 returning 1', [queue, key]);
+  return rows.length > 0;
+}
+
+export interface QueueCounts {
+  pending: number;
+  leased: number;
+  dead: number;
+}
+
+/** Pending, leased and dead tasks per queue (all queues, or one). */
+export async function queueCounts(db: Queryable, queue?: string): Promise<Map<string, QueueCounts>> {
+  const rows = await db.query<{ queue: string; pending: number; leased: number; dead: number }>(
+    `select queue,
+            count(*) filter (where status = 'pending')::int as pending,
+            count(*) filter (where status = 'leased')::int as leased,
+            count(*) filter (where status = 'dead')::int as dead
+     from sluice.tasks
+     where status in ('pending', 'leased', 'dead') and ($1::text is null or queue = $1)
+     group by queue`,
+    [queue ?? null],
+  );
+  return new Map(rows.map((r) => [r.queue, { pending: r.pending, leased: r.leased, dead: r.dead }]));
+}
+
+/** Every queue Sluice knows from the database: with lanes, overrides or key limits. */
+export async function queueNamesKnown(db: Queryable): Promise<string[]> {
+  const rows = await db.query<{ queue: string }>(
+    `select queue from (
+       select distinct queue from sluice.keys
+       union select name from sluice.queues
+       union select distinct queue from sluice.key_limits
+     ) q order by queue`,
+  );
+  return rows.map((r) => r.queue);
+}
+
+export interface SlotHolder {
+  taskId: string;
+  concurrencyKey: string | null;
+  leaseId: string;
+  leasedAt: Date;
+  expiresAt: Date;
+}
+
+export interface ConcurrencySnapshot {
+  clusterActive: number;
+  holders: SlotHolder[];
+  /** Per key: the limit its first task gave, and the run-time override. */
+  keyLimits: Map<string, { taskLimit: number | null; override: number | null }>;
+}
+
+/** Who holds the queue's slots, and the per-key limit inputs, in one consistent read. */
+export async function concurrencySnapshot(db: Queryable, queue: string): Promise<ConcurrencySnapshot> {
+  const rows = await db.query<{
+    cluster_active: number;
+    holders: Array<{ task_id: string; concurrency_key: string | null; lease_id: string; leased_at: string; expires_at: string }> | null;
+    keys: Array<{ key: string; task_limit: number | null; override: number | null }> | null;
+  }>(
+    `select
+       (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
+       (select json_agg(json_build_object('task_id', id::text, 'concurrency_key', concurrency_key, 'lease_id', lease_id,
+                                          'leased_at', leased_at, 'expires_at', lease_expires_at) order by leased_at, id)
+          from sluice.tasks where status = 'leased' and queue = $1) as holders,
+       (select json_agg(json_build_object('key', coalesce(k.key, l.concurrency_key), 'task_limit', k.task_limit, 'override', l."limit"))
+          from (select substr(lane, 3) as key, task_limit from sluice.keys where queue = $1 and lane <> '') k
+          full join (select concurrency_key, "limit" from sluice.key_limits where queue = $1) l on l.concurrency_key = k.key
+          where k.task_limit is not null or l."limit" is not null) as keys`,
+    [queue],
+  );
+  const row = rows[0]!;
+  return {
+    clusterActive: row.cluster_active,
+    holders: (row.holders ?? []).map((h) => ({
+      taskId: h.task_id,
+      concurrencyKey: h.concurrency_key,
+      leaseId: h.lease_id,
+      leasedAt: new Date(h.leased_at),
+      expiresAt: new Date(h.expires_at),
+    })),
+    keyLimits: new Map((row.keys ?? []).map((k) => [k.key, { taskLimit: k.task_limit, override: k.override }])),
+  };
+}
+
+/**
+ * An admin ends a lease: the task goes back to pending at once (cancelled, if that was asked)
+ * and the attempt is given back.
+ * Compare-and-set on the lease id, so the old holder's later writes change nothing.
+ */
+export async function leaseForceRelease(db: Queryable, queue: string, leaseId: string): Promise<string | null> {
+  const rows = await db.query<{ id: string }>(
+    `update sluice.tasks
+     set status = case when cancel_requested_at is null then 'pending' else 'cancelled' end,
+         finished_at = case when cancel_requested_at is null then null else now() end,
+         run_at = now(), attempts = greatest(attempts - 1, 0),
+         lease_id = null, leased_at = null, lease_expires_at = null,
+         last_error = 'lease released by an admin', updated_at = now()
+     where lease_id = $1 and queue = $2 and status = 'leased'
+     returning id::text as id`,
+    [leaseId, queue],
+  );
+  return rows[0]?.id ?? null;
+}

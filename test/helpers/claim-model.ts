@@ -1,0 +1,107 @@
+/**
+ * A reference model of one claim pass (the specification of `sluice.claim` in
+ * migrations/0002_limits.sql), in plain TypeScript over an in-memory state. Property tests
+ * check the model against the limits; db tests check the SQL against the model.
+ */
+import { type QueueLimitSettings, resolveKeyLimit, resolveQueueLimits, room } from '../../src/core/limits.ts';
+
+export interface ModelTask {
+  id: number;
+  queue: string;
+  key: string | null;
+  priority: number;
+  runAt: number;
+  status: 'pending' | 'leased';
+}
+
+export interface ModelLane {
+  /** The lane row's id: ties in the round-robin order break by it. */
+  id: number;
+  queue: string;
+  key: string | null;
+  served: number;
+  taskLimit: number | null;
+}
+
+export interface ModelState {
+  tasks: ModelTask[];
+  lanes: ModelLane[];
+  env: Record<string, QueueLimitSettings>;
+  overrides: Record<string, QueueLimitSettings>;
+  keyOverrides: Record<string, Record<string, number>>;
+  clusterCap: number | null;
+  now: number;
+}
+
+const cmp = (...pairs: Array<[number, number]>) => {
+  for (const [a, b] of pairs) if (a !== b) return a - b;
+  return 0;
+};
+
+/** The ids one pass of at most `max` claims, in rank order. */
+export function planClaim(state: ModelState, max: number): number[] {
+  const leased = state.tasks.filter((t) => t.status === 'leased');
+  const pending = state.tasks.filter((t) => t.status === 'pending');
+  const clusterBudget = Math.max(0, Math.min(max, state.clusterCap === null ? max : state.clusterCap - leased.length));
+
+  interface Candidate {
+    task: ModelTask;
+    lane: ModelLane;
+    place: number;
+    queuePriority: number;
+  }
+  const inQueueBudget: Candidate[] = [];
+  const queues = [...new Set(pending.map((t) => t.queue))].sort();
+  for (const queue of queues) {
+    const limits = resolveQueueLimits(state.env[queue], state.overrides[queue] ?? null);
+    if (limits.paused.value) continue;
+    const queueActive = leased.filter((t) => t.queue === queue).length;
+    const budget = Math.min(clusterBudget, limits.concurrency.value === null ? max : limits.concurrency.value - queueActive);
+    if (budget <= 0) continue;
+    const lanes = state.lanes
+      .filter((l) => l.queue === queue)
+      .map((lane) => {
+        const own = pending.filter((t) => t.queue === queue && t.key === lane.key);
+        const limit = resolveKeyLimit(
+          lane.key,
+          state.keyOverrides[queue]?.[lane.key ?? ''] ?? null,
+          lane.taskLimit,
+          limits.keyConcurrency,
+        ).value;
+        const active = leased.filter((t) => t.queue === queue && t.key === lane.key).length;
+        return {
+          lane,
+          own,
+          headPriority: Math.min(...own.map((t) => t.priority)),
+          readyAt: Math.min(...own.map((t) => t.runAt)),
+          room: limit === null ? max : limit - active,
+          limited: room(limit, active) === 0,
+        };
+      })
+      .filter((l) => l.own.length > 0 && l.readyAt <= state.now && !l.limited)
+      .sort((a, b) => cmp([a.headPriority, b.headPriority], [a.lane.served, b.lane.served], [a.lane.id, b.lane.id]))
+      .slice(0, budget);
+    const candidates: Candidate[] = [];
+    for (const l of lanes) {
+      const ready = l.own
+        .filter((t) => t.runAt <= state.now)
+        .sort((a, b) => cmp([a.priority, b.priority], [a.runAt, b.runAt], [a.id, b.id]))
+        .slice(0, Math.min(l.room, budget));
+      ready.forEach((task, i) => candidates.push({ task, lane: l.lane, place: i + 1, queuePriority: limits.priority.value }));
+    }
+    candidates.sort((a, b) =>
+      cmp([a.task.priority, b.task.priority], [a.place, b.place], [a.lane.served, b.lane.served], [a.lane.id, b.lane.id]),
+    );
+    inQueueBudget.push(...candidates.slice(0, budget));
+  }
+  inQueueBudget.sort((a, b) =>
+    cmp(
+      [a.queuePriority, b.queuePriority],
+      [a.task.priority, b.task.priority],
+      [a.place, b.place],
+      [a.lane.served, b.lane.served],
+      [a.lane.id, b.lane.id],
+    ),
+  );
+  return inQueueBudget.slice(0, clusterBudget).map((c) => c.task.id);
+}
