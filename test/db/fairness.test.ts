@@ -1,0 +1,194 @@
+/** Fairness across keys, and limits changed at run time, on real Postgres and real HTTP. */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
+import type { Db } from '../../src/db/db.ts';
+import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePut, queuePausedPut } from '../../src/db/queues.ts';
+import { taskInsertMany } from '../../src/db/tasks.ts';
+import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
+import { testConfig } from '../helpers/config.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { newTask } from '../helpers/tasks.ts';
+
+let t: TestDatabase;
+let endpoint: TestEndpoint;
+let config: Config;
+let keyring: Keyring;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  endpoint = await startEndpoint();
+  ({ config } = await testConfig(t.url, {
+    SLUICE_QUEUES: JSON.stringify({ busy: { concurrency: 4, key_concurrency: 4 }, tuned: { concurrency: 3 } }),
+    SLUICE_DISPATCH_PARALLELISM: '4',
+  }));
+  keyring = await loadKeyring(config.signingKeys);
+});
+afterAll(async () => {
+  await endpoint.close();
+  await t.drop();
+});
+beforeEach(async () => {
+  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits');
+  endpoint.received.length = 0;
+  endpoint.reply(() => ({ status: 200 }));
+});
+
+/** A Db that counts claim passes. */
+function counting(db: Db): Db & { passes: number } {
+  const counted = {
+    passes: 0,
+    query: (text: string, params?: readonly unknown[]) => {
+      if (text.includes('sluice.claim(')) counted.passes++;
+      return db.query(text, params);
+    },
+    transaction: db.transaction.bind(db),
+  };
+  return counted as Db & { passes: number };
+}
+
+const claim = (max: number) => taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: JSON.stringify(config.queues) });
+
+describe('round-robin across keys', () => {
+  it('serves light keys within a few passes while a hot key, allowed the whole queue, has a deep backlog', async () => {
+    const hot = Array.from({ length: 2_000 }, (_, i) =>
+      newTask({ queue: 'busy', concurrencyKey: 'hot', url: `${endpoint.url}/hot`, body: String(i) }),
+    );
+    await taskInsertMany(t.db, hot);
+    const db = counting(t.db);
+    let lightEnqueuedAt = -1;
+    let passesAtLight = 0;
+    let lastLightAt = -1;
+    let passesAtLastLight = 0;
+    endpoint.reply(async (push) => {
+      const seen = endpoint.received.length;
+      // After 40 hot pushes, 20 light keys arrive with one task each.
+      if (seen === 40 && lightEnqueuedAt < 0) {
+        lightEnqueuedAt = seen;
+        passesAtLight = db.passes;
+        await taskInsertMany(
+          t.db,
+          Array.from({ length: 20 }, (_, i) => newTask({ queue: 'busy', concurrencyKey: `light-${i}`, url: `${endpoint.url}/light` })),
+        );
+      }
+      if (push.path === '/light') {
+        lastLightAt = seen;
+        passesAtLastLight = db.passes;
+      }
+      await new Promise((r) => setTimeout(r, 3));
+      return { status: 200 };
+    });
+    const run = dispatchRun({ db, config, keyring }, { budgetMs: 60_000, maxPushes: 200 });
+    const report = await run;
+    const lights = endpoint.received.filter((p) => p.path === '/light');
+    expect(lights).toHaveLength(20);
+    const passes = passesAtLastLight - passesAtLight;
+    const pushedBetween = lastLightAt - lightEnqueuedAt;
+    // 20 light tasks through 4 slots: every slot freed after their arrival went to a light key.
+    const hotMeanwhile = endpoint.received.slice(lightEnqueuedAt + 1, lastLightAt + 1).filter((p) => p.path === '/hot').length;
+    console.info(
+      `fairness: 20 light keys served within ${pushedBetween} pushes; ${passes} claim passes; hot pushes meanwhile ${hotMeanwhile}`,
+    );
+    expect(hotMeanwhile).toBeLessThanOrEqual(4);
+    expect(passes).toBeLessThanOrEqual(30);
+    expect(report.claimed).toBe(200);
+  });
+
+  it('takes the first task of every key before the second of any, and keeps FIFO within a key', async () => {
+    const base = Date.now() - 10_000;
+    await taskInsertMany(t.db, [
+      ...[0, 1, 2].map((i) => newTask({ queue: 'wide', concurrencyKey: 'a', runAt: new Date(base + i), body: `"a${i}"` })),
+      ...[0, 1].map((i) => newTask({ queue: 'wide', concurrencyKey: 'b', runAt: new Date(base + 100 + i), body: `"b${i}"` })),
+      newTask({ queue: 'wide', concurrencyKey: 'c', runAt: new Date(base + 200), body: '"c0"' }),
+    ]);
+    const first = await claim(3);
+    expect(first.map((x) => x.body).sort()).toEqual(['"a0"', '"b0"', '"c0"']);
+    const second = await claim(10);
+    expect(second.map((x) => x.body).sort()).toEqual(['"a1"', '"a2"', '"b1"']);
+  });
+
+  it('still honours priority before the round-robin', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'a', priority: 1, body: '"a-low"' }),
+      newTask({ queue: 'wide', concurrencyKey: 'b', priority: 0, body: '"b-high"' }),
+      newTask({ queue: 'wide', concurrencyKey: 'b', priority: 0, body: '"b-high-2"' }),
+    ]);
+    expect((await claim(2)).map((x) => x.body).sort()).toEqual(['"b-high"', '"b-high-2"']);
+  });
+
+  it('lets a blocked key never block the others (skip, not wait)', async () => {
+    await keyLimitPut(t.db, 'wide', 'a', 1);
+    await taskInsertMany(t.db, [
+      ...Array.from({ length: 5 }, () => newTask({ queue: 'wide', concurrencyKey: 'a', priority: -1 })),
+      newTask({ queue: 'wide', concurrencyKey: 'b', priority: 5 }),
+    ]);
+    const got = await claim(10);
+    expect(got.map((x) => x.concurrencyKey).sort()).toEqual(['a', 'b']);
+    expect(await claim(10)).toEqual([]);
+  });
+});
+
+describe('run-time overrides', () => {
+  it('take effect on the next pass; a limit lowered below what is leased claims nothing until it drains', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 20 }, () => newTask({ queue: 'tuned' })),
+    );
+    expect(await claim(10)).toHaveLength(3); // env: concurrency 3
+    await queueOverridePut(t.db, 'tuned', { concurrency: 5 });
+    expect(await claim(10)).toHaveLength(2); // raised to 5: two more
+    await queueOverridePut(t.db, 'tuned', { concurrency: 2 });
+    expect(await claim(10)).toHaveLength(0); // lowered below the 5 leased: nothing
+    // Drain three leases: 2 left, still at the limit of 2.
+    await t.db.query(
+      `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now()
+       where id in (select id from sluice.tasks where status = 'leased' limit 3)`,
+    );
+    expect(await claim(10)).toHaveLength(0);
+    await t.db.query(
+      `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now()
+       where id in (select id from sluice.tasks where status = 'leased' limit 1)`,
+    );
+    expect(await claim(10)).toHaveLength(1);
+    // Removing the override restores the environment's 3.
+    await queueOverrideDelete(t.db, 'tuned');
+    expect(await claim(10)).toHaveLength(1);
+  });
+
+  it('pause and resume a queue, and set and drop a key limit', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 6 }, () => newTask({ queue: 'wide', concurrencyKey: 'k' })),
+    );
+    await queuePausedPut(t.db, 'wide', true);
+    expect(await claim(10)).toEqual([]);
+    await queuePausedPut(t.db, 'wide', false);
+    await keyLimitPut(t.db, 'wide', 'k', 2);
+    expect(await claim(10)).toHaveLength(2);
+    await keyLimitDelete(t.db, 'wide', 'k');
+    expect(await claim(10)).toHaveLength(4);
+  });
+
+  it('the first task to give a key a limit sets it; later tasks do not change it', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'tenant', concurrencyLimit: 2 }),
+      newTask({ queue: 'wide', concurrencyKey: 'tenant', concurrencyLimit: 5 }),
+      ...Array.from({ length: 4 }, () => newTask({ queue: 'wide', concurrencyKey: 'tenant' })),
+    ]);
+    expect(await claim(10)).toHaveLength(2);
+    await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'tenant', concurrencyLimit: 9 })]);
+    expect(await claim(10)).toHaveLength(0);
+  });
+
+  it('a cluster cap holds across queues', async () => {
+    await taskInsertMany(t.db, [
+      ...Array.from({ length: 5 }, () => newTask({ queue: 'x' })),
+      ...Array.from({ length: 5 }, () => newTask({ queue: 'y' })),
+    ]);
+    const capped = (max: number) => taskClaimBatch(t.db, { max, clusterCap: 4, queuesJson: '{}' });
+    expect(await capped(10)).toHaveLength(4);
+    expect(await capped(10)).toHaveLength(0);
+  });
+});
