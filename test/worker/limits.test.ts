@@ -88,7 +88,7 @@ describe('limits from wrangler vars, through the Worker', () => {
       key_concurrency: { value: 1, source: 'env' },
       key_from: 'customer.id',
     });
-    await worker.scheduled();
+    // The PUT kicks the dispatcher (a cron run here would wait on the held pushes).
     await endpoint.waitFor(3);
     await new Promise((r) => setTimeout(r, 200));
     expect(endpoint.received).toHaveLength(3);
@@ -102,8 +102,9 @@ describe('limits from wrangler vars, through the Worker', () => {
     expect(task).toMatchObject({ last_error: 'lease released by an admin' });
 
     // Let everything through; the cron picks up whatever the running dispatchers leave.
+    endpoint.reply(() => ({ status: 200 }));
+    for (const r of release.splice(0)) r();
     for (let i = 0; i < 10; i++) {
-      for (const r of release.splice(0)) r();
       await worker.scheduled();
       const list = (await (await api('/v1/tasks?queue=tenants&status=succeeded')).json()) as { tasks: unknown[] };
       if (list.tasks.length === 6) break;
