@@ -87,7 +87,9 @@ export function planClaim(state: ModelState, max: number): number[] {
         .filter((t) => t.runAt <= state.now)
         .sort((a, b) => cmp([a.priority, b.priority], [a.runAt, b.runAt], [a.id, b.id]))
         .slice(0, Math.min(l.room, budget));
-      ready.forEach((task, i) => candidates.push({ task, lane: l.lane, place: i + 1, queuePriority: limits.priority.value }));
+      ready.forEach((task, i) => {
+        candidates.push({ task, lane: l.lane, place: i + 1, queuePriority: limits.priority.value });
+      });
     }
     candidates.sort((a, b) =>
       cmp([a.task.priority, b.task.priority], [a.place, b.place], [a.lane.served, b.lane.served], [a.lane.id, b.lane.id]),
