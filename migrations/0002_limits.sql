@@ -1,42 +1,51 @@
--- Concurrency limits (DESIGN.md §5): per-key lanes, per-key limit overrides, and a claim that
--- counts leased rows and claims within the cluster, queue and key limits in one statement.
+-- Concurrency limits (DESIGN.md §5): lanes, per-key limit overrides, and a claim that counts
+-- leased rows and claims within the cluster, queue and key limits, round-robin across keys.
 --
 -- A lane is one concurrency key of one queue; keyless tasks of a queue share the lane ''.
--- `sluice.keys` holds one row per lane with a hint of its best pending task (head_priority)
--- and its earliest one (ready_at). Every statement that makes tasks pending lowers the hints
--- (a trigger, so no path can forget); a claim recomputes them exactly for the lanes it looks
--- at. A hint is only ever too early or too good, never hides a task: the claim reads the
--- tasks themselves. Slots are never counted from the hints: only from leased task rows.
+-- `sluice.keys` has one row per lane: a hint, `head_priority` (the best priority among the
+-- lane's due pending tasks; null when none is due), and a round-robin mark, `served`.
+-- The hint may be too good but is never too poor, so it can make a claim look at a lane in
+-- vain but never hides a task:
+--   * a trigger lowers it whenever a statement makes due tasks pending;
+--   * each claim pass first "promotes" tasks that have come due since the last passes;
+--   * a claim makes it exact for every lane it examines; cancellation and expiry too.
+-- Slots are never counted from hints: only from the leased task rows themselves.
 
 alter table sluice.tasks
   add column lane text generated always as (case when concurrency_key is null then '' else 'k:' || concurrency_key end) stored;
 
--- The claim reads each lane's ready tasks in (priority, run_at, id) order, and its earliest.
+-- A lane's ready tasks in claim order.
 create index tasks_lane_order on sluice.tasks (queue, lane, priority, run_at, id) where status = 'pending';
-create index tasks_lane_due on sluice.tasks (queue, lane, run_at) where status = 'pending';
+-- Tasks that were not due when they became pending (delayed, retried, deferred), by due time.
+create index tasks_delayed on sluice.tasks (run_at) where status = 'pending' and run_at > created_at;
 -- In-flight counts per cluster, queue and lane come from the leased rows themselves.
 create index tasks_lane_leased on sluice.tasks (queue, lane) where status = 'leased';
 drop index sluice.tasks_ready;
 -- Lease calls and admin releases find a task by its lease.
 create unique index tasks_lease_id on sluice.tasks (lease_id) where lease_id is not null;
 
+create sequence sluice.claim_pass;
+
+-- The round-robin mark a new lane starts with: after every lane served so far and before
+-- every lane the next pass serves, so it joins the back of the round, neither jumping the
+-- queue (a stream of new keys would starve old ones) nor waiting behind it forever.
+create function sluice.next_turn() returns bigint
+language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
+
 create table sluice.keys (
   id              bigint generated always as identity primary key,
   queue           text not null,
   lane            text not null,
-  -- The lowest priority among the lane's pending tasks, and their earliest run_at
-  -- (both null when it has none).
   head_priority   integer,
-  ready_at        timestamptz,
-  -- Round-robin mark: higher = served more recently. New lanes start at 0 (first in line).
-  served          bigint not null default 0,
+  -- Higher = served more recently (round-robin: the lowest goes first among equals).
+  served          bigint not null default sluice.next_turn(),
   -- The limit the first task of this lane gave (its concurrency_limit), when none is configured.
   task_limit      integer,
   unique (queue, lane),
-  constraint keys_head_iff_ready check ((head_priority is null) = (ready_at is null)),
   constraint keys_task_limit_positive check (task_limit is null or task_limit >= 1)
 );
-create index keys_ready on sluice.keys (queue, ready_at) where ready_at is not null;
+-- The claim walks a queue's lanes with due tasks in (priority, turn) order.
+create index keys_walk on sluice.keys (queue, head_priority, served, id) where head_priority is not null;
 
 -- Run-time per-key limits (PUT /v1/queues/:queue/keys/:key); they win until deleted.
 create table sluice.key_limits (
@@ -47,21 +56,42 @@ create table sluice.key_limits (
   primary key (queue, concurrency_key)
 );
 
-create sequence sluice.claim_pass;
+-- Up to when claim passes have promoted tasks that came due.
+create table sluice.promotion (
+  singleton   boolean primary key default true check (singleton),
+  promoted_to timestamptz not null default now()
+);
+insert into sluice.promotion default values;
 
 -- A queue's run-time override of `paused` is tri-state: null leaves the environment's value.
 alter table sluice.queues alter column paused drop not null, alter column paused drop default;
 update sluice.queues set paused = null where paused = false;
 
--- Keeps the lane hints true after every statement that inserts or updates tasks: lanes that
--- gained pending tasks get their hints lowered; lanes that lost pending tasks by cancellation
--- or expiry get them recomputed (a claim recomputes the lanes it claims from itself). Rows
--- are locked in (queue, lane) order, as the claim locks them, so the two never deadlock.
+-- Makes the hints of the given lanes exact. Lanes locked by someone else (an enqueue in
+-- progress) are skipped: their hint stays too good, which is safe, and nobody waits.
+create function sluice.keys_recompute(p_ids bigint[]) returns void
+language sql as $$
+  with locked as (
+    select id from sluice.keys where id = any(p_ids) order by queue, lane for update skip locked
+  )
+  update sluice.keys k
+  set head_priority = (
+    select min(t.priority) from sluice.tasks t
+    where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
+      and t.run_at <= now() and (t.expires_at is null or t.expires_at > now())
+  )
+  from locked
+  where k.id = locked.id;
+$$;
+
+-- After every statement that inserts or updates tasks: lanes that gained due pending tasks get
+-- their hint lowered (rows locked in (queue, lane) order, as everywhere); lanes that lost
+-- pending tasks by cancellation or expiry get it recomputed.
 create function sluice.keys_touch() returns trigger
 language plpgsql as $$
 begin
-  insert into sluice.keys as k (queue, lane, head_priority, ready_at, task_limit)
-  select c.queue, c.lane, min(c.priority), min(c.run_at),
+  insert into sluice.keys as k (queue, lane, head_priority, task_limit)
+  select c.queue, c.lane, min(c.priority) filter (where c.run_at <= now()),
          (array_agg(c.concurrency_limit order by c.id) filter (where c.concurrency_limit is not null))[1]
   from changed c
   where c.status = 'pending'
@@ -69,7 +99,6 @@ begin
   order by c.queue, c.lane
   on conflict (queue, lane) do update
     set head_priority = least(k.head_priority, excluded.head_priority),
-        ready_at = least(k.ready_at, excluded.ready_at),
         task_limit = coalesce(k.task_limit, excluded.task_limit);
 
   if tg_op = 'UPDATE' then
@@ -83,175 +112,196 @@ begin
   return null;
 end $$;
 
--- Makes the hints of the given lanes exact (locking them in (queue, lane) order first).
-create function sluice.keys_recompute(p_ids bigint[]) returns void
-language plpgsql as $$
-begin
-  if cardinality(p_ids) = 0 then
-    return;
-  end if;
-  perform 1 from sluice.keys where id = any(p_ids) order by queue, lane for update;
-  update sluice.keys k
-  set head_priority = (select min(t.priority) from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane),
-      ready_at = (select min(t.run_at) from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane)
-  where k.id = any(p_ids);
-end $$;
-
 create trigger tasks_keys_on_insert after insert on sluice.tasks
   referencing new table as changed for each statement execute function sluice.keys_touch();
 create trigger tasks_keys_on_update after update on sluice.tasks
   referencing old table as before new table as changed for each statement execute function sluice.keys_touch();
 
 -- Lanes for tasks already pending.
-insert into sluice.keys (queue, lane, head_priority, ready_at)
-select queue, lane, min(priority), min(run_at) from sluice.tasks where status = 'pending'
+insert into sluice.keys (queue, lane, head_priority, task_limit)
+select queue, lane, min(priority) filter (where run_at <= now()),
+       (array_agg(concurrency_limit order by id) filter (where concurrency_limit is not null))[1]
+from sluice.tasks where status = 'pending'
 group by queue, lane order by queue, lane;
 
 drop function sluice.claim(integer);
 
 -- One claim pass (DESIGN.md §5). p_queues holds the environment's queue settings
 -- ({"<queue>": {"concurrency", "key_concurrency", "priority", "paused"}}); rows of
--- sluice.queues override them. Limits are hard: a leased task counts from its claim.
+-- sluice.queues override them field by field. Limits are hard: a leased task counts from its
+-- claim. p_max is at most 1,000.
 --
--- 1. A transaction-scoped advisory lock serialises count-and-claim across dispatchers; the
---    claim statement runs after it is granted, so its snapshot sees every earlier claim.
--- 2. Per queue (queue priority first), the lanes whose tasks are due are taken in turn:
---    best head priority, then least recently served (round-robin), skipping lanes at their
---    limit. Each yields up to its remaining slots of ready tasks, FIFO within the lane.
--- 3. Candidates are ranked by queue priority, task priority, then their place in their lane
---    (1st of every lane before any 2nd), then the lane's turn; the queue budgets, then the
---    cluster budget and p_max, cut the ranking.
--- 4. The examined lanes get exact hints again, and the served ones a new round-robin mark.
+-- 1. A transaction-scoped advisory lock serialises count-and-claim across dispatchers; every
+--    statement after it takes a fresh snapshot, so it sees every earlier claim.
+-- 2. Tasks that came due since the last passes lower their lanes' hints (with a margin that
+--    covers transactions committing late; lowering twice is harmless).
+-- 3. Per queue, lanes with due tasks are taken in turn: best hint, then least recently served
+--    (round-robin), skipping lanes at their limit. Each yields up to its remaining slots of
+--    ready tasks, FIFO within the lane.
+-- 4. Candidates are ranked by queue priority, task priority, then their place in their lane
+--    (every lane's 1st before any lane's 2nd), then the lane's turn; the queue budgets, then
+--    the cluster budget and p_max, cut the ranking. The chosen tasks are leased.
+-- 5. The examined lanes get exact hints, the served ones new round-robin marks. A lane whose
+--    hint was too good yielded nothing; if that left room, the pass runs again (4 rounds at most).
 create function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb)
 returns setof sluice.tasks
 language plpgsql volatile as $$
 declare
-  v_claimed sluice.tasks[];
+  v_ids bigint[];
   v_examined bigint[];
   v_served bigint[];
   v_stale boolean;
+  v_all_examined bigint[] := '{}';
+  v_claimed sluice.tasks[];
   v_all sluice.tasks[] := '{}';
   v_want integer := p_max;
-  v_pass bigint;
   v_round integer := 0;
+  v_pass bigint;
 begin
   perform pg_advisory_xact_lock(7215530002);
 
-  -- A lane whose hint promised ready tasks it no longer has yields nothing; its hint is
-  -- corrected below and the pass runs again (a few times at most) for the room it left.
-  loop
-  v_round := v_round + 1;
-  with recursive
-  leased as (
-    select queue, lane, count(*)::integer as n
-    from sluice.tasks where status = 'leased'
-    group by queue, lane
+  with previous as (
+    select promoted_to from sluice.promotion
   ),
-  cluster as (
-    select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
+  window_ as (
+    update sluice.promotion set promoted_to = now()
+    returning (select least(promoted_to, now()) from previous) - interval '10 seconds' as since
   ),
-  -- Distinct queues with due lanes: a skip scan over keys_ready.
-  due_queues(queue) as (
-    (select queue from sluice.keys where ready_at is not null order by queue limit 1)
-    union all
-    select (select k.queue from sluice.keys k where k.ready_at is not null and k.queue > d.queue order by k.queue limit 1)
-    from due_queues d where d.queue is not null
+  came_due as (
+    select t.queue, t.lane, min(t.priority) as priority
+    from sluice.tasks t
+    where t.status = 'pending' and t.run_at > t.created_at
+      and t.run_at > (select since from window_) and t.run_at <= now()
+    group by t.queue, t.lane
   ),
-  queues as (
-    select d.queue,
-           coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
-           coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
-           coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
-           coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority
-    from due_queues d
-    left join sluice.queues q on q.name = d.queue
-    where d.queue is not null
-  ),
-  budgets as (
-    select qs.*, least((select budget from cluster), coalesce(qs.concurrency - coalesce(sum(l.n), 0), v_want))::integer as budget
-    from queues qs left join leased l on l.queue = qs.queue
-    where not qs.paused
-    group by qs.queue, qs.paused, qs.concurrency, qs.key_concurrency, qs.priority
-  ),
-  lanes as (
-    select b.queue, b.priority as queue_priority, b.budget, k.id as key_id, k.lane, k.served, k.room
-    from budgets b
-    cross join lateral (
-      select k.id, k.lane, k.served, k.head_priority,
-             case when lim.value is null then v_want else lim.value - coalesce(l.n, 0) end as room
-      from sluice.keys k
-      left join leased l on l.queue = k.queue and l.lane = k.lane
-      cross join lateral (
-        select case when k.lane = '' then null else coalesce(
-          (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
-          k.task_limit,
-          b.key_concurrency
-        ) end as value
-      ) lim
-      where k.queue = b.queue and k.ready_at <= now()
-        and (lim.value is null or coalesce(l.n, 0) < lim.value)
-      order by k.head_priority, k.served, k.id
-      limit b.budget
-    ) k
-    where b.budget > 0
-  ),
-  candidates as (
-    select la.*, t.id, t.priority, t.run_at,
-           row_number() over (partition by la.key_id order by t.priority, t.run_at, t.id) as place
-    from lanes la
-    cross join lateral (
-      select t.id, t.priority, t.run_at from sluice.tasks t
-      where t.status = 'pending' and t.queue = la.queue and t.lane = la.lane
-        and t.run_at <= now() and (t.expires_at is null or t.expires_at > now())
-      order by t.priority, t.run_at, t.id
-      limit least(la.room, la.budget)
-    ) t
-  ),
-  within_queue as (
-    select c.*, row_number() over (partition by c.queue order by c.priority, c.place, c.served, c.key_id) as queue_rank
-    from candidates c
-  ),
-  chosen as (
-    select id, key_id, overall from (
-      select w.id, w.key_id,
-             row_number() over (order by w.queue_priority, w.priority, w.place, w.served, w.key_id) as overall
-      from within_queue w where w.queue_rank <= w.budget
-    ) x
-    where x.overall <= (select budget from cluster)
-  ),
-  claimed as (
-    update sluice.tasks t
-    set status = 'leased',
-        lease_id = gen_random_uuid(),
-        leased_at = now(),
-        lease_expires_at = now() + make_interval(secs => t.lease_ms / 1000.0),
-        attempts = t.attempts + 1,
-        updated_at = now()
-    from chosen
-    where t.id = chosen.id and t.status = 'pending'
-    returning t.*
+  locked as (
+    select k.id, d.priority from sluice.keys k
+    join came_due d on d.queue = k.queue and d.lane = k.lane
+    order by k.queue, k.lane
+    for update of k skip locked
   )
-  select (select array_agg(c) from claimed c),
-         (select array_agg(distinct key_id) from lanes),
-         (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
-         exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id))
-  into v_claimed, v_examined, v_served, v_stale;
+  update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
+  from locked where k.id = locked.id;
 
-  -- The examined lanes get exact hints (their snapshot includes this claim's leases; an
-  -- enqueue racing for a lane waits for the row lock and lowers the hint again), and the
-  -- served ones the next round-robin marks, in the order they were served.
-  perform sluice.keys_recompute(coalesce(v_examined, '{}'));
-  if v_served is not null then
-    v_pass := nextval('sluice.claim_pass');
-    update sluice.keys k set served = v_pass * 10000 + s.ord
-    from unnest(v_served) with ordinality as s(id, ord)
-    where k.id = s.id;
-  end if;
+  loop
+    v_round := v_round + 1;
 
-  v_all := v_all || coalesce(v_claimed, '{}');
-  v_want := p_max - cardinality(v_all);
-  exit when not v_stale or v_want <= 0 or v_round >= 4;
+    with recursive
+    leased as (
+      select queue, count(*)::integer as n from sluice.tasks where status = 'leased' group by queue
+    ),
+    cluster as (
+      select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
+    ),
+    -- Distinct queues with due lanes: a skip scan over keys_walk.
+    due_queues(queue) as (
+      (select queue from sluice.keys where head_priority is not null order by queue limit 1)
+      union all
+      select (select k.queue from sluice.keys k where k.head_priority is not null and k.queue > d.queue order by k.queue limit 1)
+      from due_queues d where d.queue is not null
+    ),
+    budgets as (
+      select d.queue, s.key_concurrency, s.priority,
+             least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want))::integer as budget
+      from due_queues d
+      left join sluice.queues q on q.name = d.queue
+      left join leased l on l.queue = d.queue
+      cross join lateral (
+        select coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
+               coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
+               coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
+               coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority
+      ) s
+      where d.queue is not null and not s.paused
+    ),
+    lanes as (
+      select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room
+      from budgets b
+      cross join lateral (
+        select k.id, k.lane, k.served, room.value as room
+        from sluice.keys k
+        cross join lateral (
+          select case when k.lane = '' then null else coalesce(
+            (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
+            k.task_limit,
+            b.key_concurrency
+          ) end as value
+        ) lim
+        cross join lateral (
+          select case when lim.value is null then v_want
+                      else lim.value - (select count(*)::integer from sluice.tasks t
+                                        where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane) end as value
+        ) room
+        where k.queue = b.queue and k.head_priority is not null and room.value > 0
+        order by k.head_priority, k.served, k.id
+        limit b.budget
+      ) w
+      where b.budget > 0
+    ),
+    candidates as (
+      select la.*, t.id, t.priority,
+             row_number() over (partition by la.key_id order by t.priority, t.run_at, t.id) as place
+      from lanes la
+      cross join lateral (
+        select t.id, t.priority, t.run_at from sluice.tasks t
+        where t.status = 'pending' and t.queue = la.queue and t.lane = la.lane
+          and t.run_at <= now() and (t.expires_at is null or t.expires_at > now())
+        order by t.priority, t.run_at, t.id
+        limit least(la.room, la.budget)
+      ) t
+    ),
+    within_queue as (
+      select c.*, row_number() over (partition by c.queue order by c.priority, c.place, c.served, c.key_id) as queue_rank
+      from candidates c
+    ),
+    chosen as (
+      select id, key_id, overall from (
+        select w.id, w.key_id,
+               row_number() over (order by w.queue_priority, w.priority, w.place, w.served, w.key_id) as overall
+        from within_queue w where w.queue_rank <= w.budget
+      ) x
+      where x.overall <= (select budget from cluster)
+    )
+    select (select array_agg(id) from chosen),
+           (select array_agg(distinct key_id) from lanes),
+           (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
+           exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id))
+    into v_ids, v_examined, v_served, v_stale;
+
+    if v_ids is not null then
+      with claimed as (
+        update sluice.tasks t
+        set status = 'leased',
+            lease_id = gen_random_uuid(),
+            leased_at = now(),
+            lease_expires_at = now() + make_interval(secs => t.lease_ms / 1000.0),
+            attempts = t.attempts + 1,
+            updated_at = now()
+        where t.id = any(v_ids) and t.status = 'pending'
+        returning t.*
+      )
+      select array_agg(c) into v_claimed from claimed c;
+      v_all := v_all || coalesce(v_claimed, '{}');
+    end if;
+    if v_served is not null then
+      v_pass := nextval('sluice.claim_pass');
+      with locked as (
+        select k.id, s.ord from sluice.keys k
+        join unnest(v_served) with ordinality as s(id, ord) on s.id = k.id
+        order by k.queue, k.lane
+        for update of k skip locked
+      )
+      update sluice.keys k set served = v_pass * 10000 + locked.ord
+      from locked where k.id = locked.id;
+    end if;
+    v_all_examined := v_all_examined || coalesce(v_examined, '{}');
+
+    v_want := p_max - cardinality(v_all);
+    exit when not v_stale or v_want <= 0 or v_round >= 4;
+    -- Correct the hints that promised too much before looking again.
+    perform sluice.keys_recompute(v_examined);
   end loop;
 
+  perform sluice.keys_recompute(v_all_examined);
   return query select * from unnest(v_all);
 end $$;

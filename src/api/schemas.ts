@@ -225,7 +225,8 @@ export function keyFromBody(body: unknown, keyFrom: string | null): string | nul
   if (keyFrom === null) return null;
   let value: unknown = body;
   for (const part of keyFrom.split('.')) {
-    value = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>)[part] : undefined;
+    const own = value !== null && typeof value === 'object' && !Array.isArray(value) && Object.hasOwn(value, part);
+    value = own ? (value as Record<string, unknown>)[part] : undefined;
   }
   if (value === undefined || value === null) return '';
   return typeof value === 'string' ? value : JSON.stringify(value);

@@ -31,25 +31,20 @@ export async function queueOverride(db: Queryable, queue: string): Promise<Queue
   return rows[0] ? toOverride(rows[0]) : null;
 }
 
-/** Replaces a queue's overrides with `settings` (fields left out are not overridden). */
-export async function queueOverridePut(db: Queryable, queue: string, settings: QueueLimitSettings): Promise<QueueOverride> {
-  const { paused, ...options } = settings;
-  const rows = await db.query<QueueRow>(
-    `insert into sluice.queues (name, options, paused) values ($1, $2::jsonb, $3)
-     on conflict (name) do update set options = excluded.options, paused = excluded.paused, updated_at = now()
-     returning *`,
-    [queue, JSON.stringify(options), paused ?? null],
-  );
-  return toOverride(rows[0]!);
-}
+/** A change to a queue's overrides: a value sets a field, `null` removes it, absent keeps it. */
+export type QueueOverridePatch = { [F in keyof QueueLimitSettings]?: QueueLimitSettings[F] | null };
 
-/** Sets only the paused override, keeping the others. */
-export async function queuePausedPut(db: Queryable, queue: string, paused: boolean): Promise<QueueOverride> {
+/** Applies a patch to a queue's overrides (creating them) and returns the result. */
+export async function queueOverridePatch(db: Queryable, queue: string, patch: QueueOverridePatch): Promise<QueueOverride> {
+  const { paused, ...options } = patch;
   const rows = await db.query<QueueRow>(
-    `insert into sluice.queues (name, paused) values ($1, $2)
-     on conflict (name) do update set paused = excluded.paused, updated_at = now()
+    `insert into sluice.queues (name, options, paused) values ($1, jsonb_strip_nulls($2::jsonb), $3)
+     on conflict (name) do update
+       set options = jsonb_strip_nulls(sluice.queues.options || $2::jsonb),
+           paused = case when $4 then excluded.paused else sluice.queues.paused end,
+           updated_at = now()
      returning *`,
-    [queue, paused],
+    [queue, JSON.stringify(options), paused ?? null, paused !== undefined],
   );
   return toOverride(rows[0]!);
 }

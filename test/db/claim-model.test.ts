@@ -2,7 +2,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
-import { keyLimitPut, queueOverridePut } from '../../src/db/queues.ts';
+import { keyLimitPut, queueOverridePatch } from '../../src/db/queues.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
 import { NOW, scenario } from '../helpers/claim-arbitraries.ts';
 import { type ModelState, planClaim } from '../helpers/claim-model.ts';
@@ -41,7 +41,7 @@ async function load(state: ModelState): Promise<ModelState> {
      where id = any($1::bigint[])`,
     [leased],
   );
-  for (const [queue, settings] of Object.entries(state.overrides)) await queueOverridePut(t.db, queue, settings);
+  for (const [queue, settings] of Object.entries(state.overrides)) await queueOverridePatch(t.db, queue, settings);
   for (const [queue, keys] of Object.entries(state.keyOverrides)) {
     for (const [key, limit] of Object.entries(keys)) await keyLimitPut(t.db, queue, key, limit);
   }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import type { Db } from '../../src/db/db.ts';
-import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePut, queuePausedPut } from '../../src/db/queues.ts';
+import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePatch } from '../../src/db/queues.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
@@ -86,13 +86,14 @@ describe('round-robin across keys', () => {
     expect(lights).toHaveLength(20);
     const passes = passesAtLastLight - passesAtLight;
     const pushedBetween = lastLightAt - lightEnqueuedAt;
-    // 20 light tasks through 4 slots: every slot freed after their arrival went to a light key.
+    // 20 light tasks through 4 slots: the hot key gets at most one more turn per slot (the 4
+    // pushes already in flight, plus one round-robin turn) before the light keys are through.
     const hotMeanwhile = endpoint.received.slice(lightEnqueuedAt + 1, lastLightAt + 1).filter((p) => p.path === '/hot').length;
     console.info(
       `fairness: 20 light keys served within ${pushedBetween} pushes; ${passes} claim passes; hot pushes meanwhile ${hotMeanwhile}`,
     );
-    expect(hotMeanwhile).toBeLessThanOrEqual(4);
-    expect(passes).toBeLessThanOrEqual(30);
+    expect(hotMeanwhile).toBeLessThanOrEqual(8);
+    expect(passes).toBeLessThanOrEqual(40);
     expect(report.claimed).toBe(200);
   });
 
@@ -130,6 +131,72 @@ describe('round-robin across keys', () => {
   });
 });
 
+describe('lane hints never hide work', () => {
+  it('a delayed high-priority task does not rank its lane before it is due', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'a', priority: -1, delayMs: 3_600_000, body: '"a-later"' }),
+      newTask({ queue: 'wide', concurrencyKey: 'a', priority: 5, body: '"a-low"' }),
+      newTask({ queue: 'wide', concurrencyKey: 'b', priority: 0, body: '"b"' }),
+    ]);
+    expect((await claim(1)).map((x) => x.body)).toEqual(['"b"']);
+    expect((await claim(1)).map((x) => x.body)).toEqual(['"a-low"']);
+  });
+
+  it('a task that comes due is promoted and claimed in priority order', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'a', priority: -1, delayMs: 300, body: '"a-soon"' }),
+      ...Array.from({ length: 3 }, () => newTask({ queue: 'wide', concurrencyKey: 'b', priority: 0, body: '"b"' })),
+    ]);
+    expect((await claim(1)).map((x) => x.body)).toEqual(['"b"']);
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await claim(1)).map((x) => x.body)).toEqual(['"a-soon"']);
+  });
+
+  it('a stream of new keys does not starve an old one', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 10 }, () => newTask({ queue: 'wide', concurrencyKey: 'old', body: '"old"' })),
+    );
+    const served: string[] = [];
+    for (let pass = 0; pass < 12; pass++) {
+      await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: `new-${pass}`, body: '"new"' })]);
+      const got = await claim(1);
+      served.push(JSON.parse(got[0]!.body!));
+      // The claimed task finishes at once, so nothing is at a limit.
+      await t.db.query(
+        `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now() where status = 'leased'`,
+      );
+    }
+    // Round-robin: each new key joins the back of the round, behind the old key once it is
+    // waiting again, so the old key is served at passes 0, 2, 5, 9, … (as a FIFO of turns
+    // would), never pushed back indefinitely by newcomers.
+    expect(served.slice(0, 10)).toEqual(['old', 'new', 'old', 'new', 'new', 'old', 'new', 'new', 'new', 'old']);
+  });
+
+  it('lanes whose only tasks have expired (not yet reaped) do not block live ones', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'x', priority: -1, ttlMs: 1 }),
+      newTask({ queue: 'wide', concurrencyKey: 'y', priority: -1, ttlMs: 1 }),
+      newTask({ queue: 'wide', concurrencyKey: 'live', priority: 0, body: '"live"' }),
+    ]);
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await claim(1)).map((x) => x.body)).toEqual(['"live"']);
+  });
+
+  it('an enqueue transaction left open on a lane does not stall claims', async () => {
+    await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'a' }), newTask({ queue: 'wide', concurrencyKey: 'b' })]);
+    const open = await t.db.transaction(async (tx) => {
+      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms)
+                      values ('wide', 'https://example.com', 'a', 1, '{}', 1000, 2000)`);
+      const started = Date.now();
+      const got = await claim(10);
+      return { ms: Date.now() - started, n: got.length };
+    });
+    expect(open.n).toBe(2);
+    expect(open.ms).toBeLessThan(1_000);
+  });
+});
+
 describe('run-time overrides', () => {
   it('take effect on the next pass; a limit lowered below what is leased claims nothing until it drains', async () => {
     await taskInsertMany(
@@ -137,9 +204,9 @@ describe('run-time overrides', () => {
       Array.from({ length: 20 }, () => newTask({ queue: 'tuned' })),
     );
     expect(await claim(10)).toHaveLength(3); // env: concurrency 3
-    await queueOverridePut(t.db, 'tuned', { concurrency: 5 });
+    await queueOverridePatch(t.db, 'tuned', { concurrency: 5 });
     expect(await claim(10)).toHaveLength(2); // raised to 5: two more
-    await queueOverridePut(t.db, 'tuned', { concurrency: 2 });
+    await queueOverridePatch(t.db, 'tuned', { concurrency: 2 });
     expect(await claim(10)).toHaveLength(0); // lowered below the 5 leased: nothing
     // Drain three leases: 2 left, still at the limit of 2.
     await t.db.query(
@@ -162,9 +229,9 @@ describe('run-time overrides', () => {
       t.db,
       Array.from({ length: 6 }, () => newTask({ queue: 'wide', concurrencyKey: 'k' })),
     );
-    await queuePausedPut(t.db, 'wide', true);
+    await queueOverridePatch(t.db, 'wide', { paused: true });
     expect(await claim(10)).toEqual([]);
-    await queuePausedPut(t.db, 'wide', false);
+    await queueOverridePatch(t.db, 'wide', { paused: false });
     await keyLimitPut(t.db, 'wide', 'k', 2);
     expect(await claim(10)).toHaveLength(2);
     await keyLimitDelete(t.db, 'wide', 'k');

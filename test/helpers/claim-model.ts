@@ -69,16 +69,18 @@ export function planClaim(state: ModelState, max: number): number[] {
           limits.keyConcurrency,
         ).value;
         const active = leased.filter((t) => t.queue === queue && t.key === lane.key).length;
+        const due = own.filter((t) => t.runAt <= state.now);
         return {
           lane,
           own,
-          headPriority: Math.min(...own.map((t) => t.priority)),
-          readyAt: Math.min(...own.map((t) => t.runAt)),
+          // The best priority among the lane's *due* tasks: a delayed task ranks its lane only once due.
+          headPriority: Math.min(...due.map((t) => t.priority)),
+          hasDue: due.length > 0,
           room: limit === null ? max : limit - active,
           limited: room(limit, active) === 0,
         };
       })
-      .filter((l) => l.own.length > 0 && l.readyAt <= state.now && !l.limited)
+      .filter((l) => l.hasDue && !l.limited)
       .sort((a, b) => cmp([a.headPriority, b.headPriority], [a.lane.served, b.lane.served], [a.lane.id, b.lane.id]))
       .slice(0, budget);
     const candidates: Candidate[] = [];

@@ -99,7 +99,7 @@ describe('limits from wrangler vars, through the Worker', () => {
     const freed = await api(`/v1/queues/tenants/leases/${slot.lease_id}/release`, { method: 'POST', key: adminKey });
     expect(await freed.json()).toEqual({ released: true, task_id: slot.task_id, lease_id: slot.lease_id });
     const task = (await (await api(`/v1/tasks/${slot.task_id}`)).json()) as { attempts: number; last_error: string };
-    expect(task).toMatchObject({ last_error: 'lease released by an admin' });
+    expect(task).toMatchObject({ last_error: 'lease released by an admin', attempts: 0 });
 
     // Let everything through; the cron picks up whatever the running dispatchers leave.
     endpoint.reply(() => ({ status: 200 }));

@@ -22,9 +22,8 @@ import {
   queueNamesKnown,
   queueOverride,
   queueOverrideDelete,
-  queueOverridePut,
+  queueOverridePatch,
   queueOverrides,
-  queuePausedPut,
 } from '../../db/queues.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
@@ -33,6 +32,16 @@ import type { AppEnv } from '../context.ts';
 export const queues = new Hono<AppEnv>();
 
 const NO_COUNTS: QueueCounts = { pending: 0, leased: 0, dead: 0 };
+
+/** PUT /v1/queues/:queue: the fields given are overridden; `null` removes an override; others stay. */
+const overridePatchSchema = z
+  .object({
+    concurrency: queueLimitsSchema.shape.concurrency.unwrap().nullable().optional(),
+    key_concurrency: queueLimitsSchema.shape.key_concurrency.unwrap().nullable().optional(),
+    priority: queueLimitsSchema.shape.priority.unwrap().nullable().optional(),
+    paused: z.boolean().nullable().optional(),
+  })
+  .strict();
 
 queues.get('/', requireScope('tasks:read'), async (c) => {
   const { config, db } = c.var;
@@ -57,9 +66,9 @@ queues.get('/:queue', requireScope('tasks:read'), async (c) => {
 
 queues.put('/:queue', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));
-  const parsed = queueLimitsSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes));
+  const parsed = overridePatchSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  await queueOverridePut(c.var.db, name, parsed.data);
+  await queueOverridePatch(c.var.db, name, parsed.data);
   c.var.kick();
   return c.json(await describeQueue(c.var.config, c.var.db, name));
 });
@@ -77,7 +86,7 @@ for (const [action, paused] of [
 ] as const) {
   queues.post(`/:queue/${action}`, requireScope('admin'), async (c) => {
     const name = queueName(c.req.param('queue'));
-    await queuePausedPut(c.var.db, name, paused);
+    await queueOverridePatch(c.var.db, name, { paused });
     if (!paused) c.var.kick();
     return c.json(await describeQueue(c.var.config, c.var.db, name));
   });
