@@ -187,8 +187,10 @@ begin
     v_round := v_round + 1;
 
     with recursive
+    -- An expired lease holds no slot: its task is reaped by the next dispatcher run.
     leased as (
-      select queue, count(*)::integer as n from sluice.tasks where status = 'leased' group by queue
+      select queue, count(*)::integer as n from sluice.tasks
+      where status = 'leased' and lease_expires_at > now() group by queue
     ),
     cluster as (
       select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
@@ -230,7 +232,8 @@ begin
         cross join lateral (
           select case when lim.value is null then v_want
                       else lim.value - (select count(*)::integer from sluice.tasks t
-                                        where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane) end as value
+                                        where t.status = 'leased' and t.lease_expires_at > now()
+                                          and t.queue = k.queue and t.lane = k.lane) end as value
         ) room
         where k.queue = b.queue and k.head_priority is not null and room.value > 0
         order by k.head_priority, k.served, k.id

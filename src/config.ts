@@ -72,6 +72,8 @@ export interface Config {
   webhookSecret: Uint8Array<ArrayBuffer> | null;
   issuer: string;
   leaseMs: number;
+  /** The longest a lease may be held in all, heartbeats included. */
+  maxLeaseMs: number;
   pushTimeoutMs: number;
   maxClaimBatch: number;
   dispatchParallelism: number;
@@ -140,6 +142,7 @@ const envSchema = z
     SLUICE_ISSUER: z.string().min(1).default('sluice'),
     SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
+    SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
     SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
     SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(4),
     SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
@@ -185,6 +188,7 @@ export function loadConfig(env: Env): Config {
     webhookSecret: e.SLUICE_WEBHOOK_SECRET,
     issuer: e.SLUICE_ISSUER,
     leaseMs: e.SLUICE_LEASE_MS,
+    maxLeaseMs: e.SLUICE_MAX_LEASE_MS,
     pushTimeoutMs: e.SLUICE_PUSH_TIMEOUT_MS,
     maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
     dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,

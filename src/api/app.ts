@@ -9,6 +9,7 @@ import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
 import { problemOf, problemResponse } from './problem.ts';
+import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { queues } from './routes/queues.ts';
 import { tasks } from './routes/tasks.ts';
@@ -46,6 +47,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/', meta);
   app.route('/v1/tasks', tasks);
   app.route('/v1/queues', queues);
+  app.route('/v1/leases', leases);
 
   app.notFound((c) =>
     problemResponse(c, {

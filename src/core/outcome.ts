@@ -23,6 +23,8 @@ export type PushResult =
 
 export type Outcome =
   | { type: 'succeeded'; result: string | null; status: number }
+  /** 2xx with `Sluice-Ack: lease`: the endpoint keeps the lease and will complete or fail it. */
+  | { type: 'lease_kept'; status: number }
   | { type: 'deferred'; delayMs: number; status: number }
   | { type: 'failed'; retryable: boolean; error: string; status: number | null };
 
@@ -40,6 +42,7 @@ export function classifyPush(result: PushResult, nowMs: number): Outcome {
   }
   const { status, headers, body } = result;
   if (status >= 200 && status < 300) {
+    if (headers['sluice-ack']?.trim().toLowerCase() === 'lease') return { type: 'lease_kept', status };
     return { type: 'succeeded', result: body === '' ? null : body, status };
   }
   if (status === 429 || status === 503) {
@@ -79,10 +82,11 @@ export type Settlement =
 type SettleInput = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'>;
 
 /**
- * Decides what follows an outcome. `task.attempts` already counts the attempt that produced
- * the outcome (a claim counts the attempt it starts).
+ * Decides how a lease ends after an outcome. `task.attempts` already counts the attempt that
+ * produced it (a claim counts the attempt it starts). A kept lease does not end here: the
+ * endpoint ends it with a lease call (core/lease.ts).
  */
-export function decide(task: SettleInput, outcome: Outcome, nowMs: number, random: number): Settlement {
+export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lease_kept' }>, nowMs: number, random: number): Settlement {
   if (outcome.type === 'succeeded') {
     const result = outcome.result === null ? null : storable(truncate(outcome.result, LIMITS.resultBytes));
     return { status: 'succeeded', result, httpStatus: outcome.status };

@@ -1,6 +1,7 @@
 /**
  * Ending leases. Every write names the lease (compare-and-set on task id, lease id and the
- * leased status), so a writer whose lease is gone changes nothing.
+ * leased status), so a writer whose lease is gone changes nothing. Each lease that ends leaves
+ * one row in `sluice.attempts`: the outcome of that attempt.
  */
 import type { Settlement } from '../core/outcome.ts';
 import type { Queryable } from './db.ts';
@@ -8,43 +9,86 @@ import type { Queryable } from './db.ts';
 export interface LeaseSettlement {
   taskId: string;
   leaseId: string;
+  /** When the lease began, and the attempt it carried (the task's attempt count at the time). */
+  leasedAt: Date;
+  attempt: number;
   settlement: Settlement;
+  /** How long the push took; `null` = from the lease's start until now (lease calls, expiry). */
+  durationMs: number | null;
+}
+
+export interface SettleOptions {
+  /**
+   * Refuse leases past their expiry. Lease calls must (an expired lease is lost, DESIGN.md §4);
+   * the dispatcher's own result of a push it made within the lease need not.
+   */
+  requireUnexpired?: boolean;
 }
 
 const SETTLE = `
-update sluice.tasks t
-set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
-    run_at = coalesce(s.run_at, t.run_at),
-    attempts = t.attempts + s.attempts_delta,
-    deferrals = t.deferrals + s.deferrals_delta,
-    result = s.result,
-    last_error = coalesce(s.error, t.last_error),
-    last_status = s.http_status,
-    lease_id = null,
-    leased_at = null,
-    lease_expires_at = null,
-    finished_at = case when s.status = 'pending' and t.cancel_requested_at is null then null else now() end,
-    updated_at = now()
-from jsonb_to_recordset($1::jsonb) as s(
-  id bigint, lease_id uuid, status text, run_at timestamptz, attempts_delta integer,
-  deferrals_delta integer, result text, error text, http_status integer)
-where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased'
-returning t.id::text as id`;
+with input as (
+  select * from jsonb_to_recordset($1::jsonb) as s(
+    id bigint, lease_id uuid, leased_at timestamptz, attempt integer, status text, outcome text,
+    run_at timestamptz, attempts_delta integer, deferrals_delta integer, result text, error text,
+    http_status integer, duration_ms integer)
+),
+settled as (
+  update sluice.tasks t
+  set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
+      run_at = coalesce(s.run_at, t.run_at),
+      attempts = t.attempts + s.attempts_delta,
+      deferrals = t.deferrals + s.deferrals_delta,
+      result = s.result,
+      last_error = coalesce(s.error, t.last_error),
+      last_status = s.http_status,
+      last_lease_id = t.lease_id,
+      lease_id = null,
+      leased_at = null,
+      lease_expires_at = null,
+      finished_at = case when s.status = 'pending' and t.cancel_requested_at is null then null else now() end,
+      updated_at = now()
+  from input s
+  where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased'
+    and (not $2::boolean or t.lease_expires_at > now())
+  returning t.id, t.status
+),
+history as (
+  insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
+  select s.id, s.attempt, s.lease_id, s.leased_at,
+         case when st.status = 'cancelled' then 'cancelled' else s.outcome end,
+         s.http_status,
+         coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer),
+         s.error
+  from settled st join input s on s.id = st.id
+  on conflict (task_id, lease_id) do nothing
+)
+select id::text as id from settled`;
+
+/** What became of the attempt, for its history row. */
+function outcomeOf(s: Settlement): string {
+  if (s.status !== 'pending') return s.status;
+  if (s.attemptsDelta === 0) return 'retry';
+  return s.deferralsDelta === 1 ? 'deferred' : 'released';
+}
 
 /** Settles leases in one statement; returns the ids of the tasks whose lease was still held. */
-export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[]): Promise<Set<string>> {
+export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[], options: SettleOptions = {}): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const input = items.map(({ taskId, leaseId, settlement: s }) => ({
+  const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs }) => ({
     id: taskId,
     lease_id: leaseId,
+    leased_at: leasedAt.toISOString(),
+    attempt,
     status: s.status,
+    outcome: outcomeOf(s),
     run_at: s.status === 'pending' ? s.runAt.toISOString() : null,
     attempts_delta: s.status === 'pending' ? s.attemptsDelta : 0,
     deferrals_delta: s.status === 'pending' ? s.deferralsDelta : 0,
     result: s.status === 'succeeded' ? s.result : null,
     error: s.status === 'succeeded' ? null : s.error,
     http_status: s.httpStatus,
+    duration_ms: durationMs === null ? null : Math.round(durationMs),
   }));
-  const rows = await db.query<{ id: string }>(SETTLE, [JSON.stringify(input)]);
+  const rows = await db.query<{ id: string }>(SETTLE, [JSON.stringify(input), options.requireUnexpired ?? false]);
   return new Set(rows.map((r) => r.id));
 }

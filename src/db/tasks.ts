@@ -182,3 +182,29 @@ export async function taskCancel(db: Queryable, id: string): Promise<Task> {
   if (!task) throw new NotFoundError(`task ${id}`);
   throw new ConflictError(409, 'already_finished', `task ${id} is already ${task.status}`);
 }
+
+/**
+ * Redrives a dead task: pending again now, with a fresh attempt budget. A task with the same
+ * dedup key that is unfinished meanwhile makes this a conflict.
+ */
+export async function taskRedrive(db: Queryable, id: string): Promise<Task> {
+  let rows: TaskRow[];
+  try {
+    rows = await db.query<TaskRow>(
+      `update sluice.tasks
+       set status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()
+       where id = $1 and status = 'dead'
+       returning *`,
+      [id],
+    );
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') {
+      throw new ConflictError(409, 'duplicate_unfinished', `task ${id} cannot be retried: another unfinished task has its dedup_key`);
+    }
+    throw error;
+  }
+  if (rows[0]) return toTask(rows[0]);
+  const task = await taskGet(db, id);
+  if (!task) throw new NotFoundError(`task ${id}`);
+  throw new ConflictError(409, 'not_dead', `task ${id} is ${task.status}; only dead tasks can be retried`);
+}

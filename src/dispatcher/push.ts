@@ -18,6 +18,8 @@ export interface PushDeps {
   issuer: string;
   webhookSecret: Uint8Array<ArrayBuffer> | null;
   allowPrivateTargets: boolean;
+  /** A lease token is good for as long as its lease can be held, heartbeats included. */
+  maxLeaseMs: number;
   now: () => number;
   fetch: typeof fetch;
 }
@@ -67,12 +69,7 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
   const bytes = utf8(bodyText);
   const [signature, leaseToken] = await Promise.all([
     signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url: task.url, body: bytes, nowMs }),
-    signLeaseToken(
-      deps.keyring,
-      { taskId: task.id, leaseId: task.lease.id },
-      task.lease.leasedAt.getTime() + LIMITS.maxLeaseMs,
-      deps.issuer,
-    ),
+    signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + deps.maxLeaseMs, deps.issuer),
   ]);
   const headers = new Headers(task.headers);
   if (task.body !== null) headers.set('content-type', task.contentType);

@@ -4,6 +4,7 @@
  * parallelism; a new claim pass starts when a push frees a place, never in a busy loop.
  */
 import { type Config, claimQueuesJson } from '../config.ts';
+import { expiryOutcome } from '../core/lease.ts';
 import { classifyPush, decide, type Outcome, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
@@ -44,6 +45,8 @@ export interface RunReport {
   reaped: number;
   /** Settlements whose lease was gone by the time they were written. */
   lost: number;
+  /** Pushes answered with `Sluice-Ack: lease`: the endpoint holds the lease. */
+  leaseKept: number;
   /** Database round trips: reap, claim passes and settle writes. */
   roundTrips: number;
 }
@@ -62,6 +65,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     dead: 0,
     reaped: 0,
     lost: 0,
+    leaseKept: 0,
     roundTrips: 0,
   };
   const settler = new Settler(db);
@@ -71,16 +75,29 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     issuer: config.issuer,
     webhookSecret: config.webhookSecret,
     allowPrivateTargets: config.allowPrivateTargets,
+    maxLeaseMs: config.maxLeaseMs,
     now,
     fetch: deps.fetch ?? ((input, init) => fetch(input, init)),
   };
 
   /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
-  const settle = async (task: LeasedTask, outcome: Outcome): Promise<void> => {
+  const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null): Promise<void> => {
+    if (outcome.type === 'lease_kept') {
+      // The endpoint holds the lease now; it ends it with a lease call, or it expires.
+      report.leaseKept++;
+      return;
+    }
     const settlement = decide(task, outcome, now(), random());
     let held: boolean;
     try {
-      held = await settler.settle({ taskId: task.id, leaseId: task.lease.id, settlement });
+      held = await settler.settle({
+        taskId: task.id,
+        leaseId: task.lease.id,
+        leasedAt: task.lease.leasedAt,
+        attempt: task.attempts,
+        settlement,
+        durationMs,
+      });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);
       return;
@@ -98,12 +115,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   await Promise.all(
     expired.map((task) => {
       report.reaped++;
-      return settle(task, {
-        type: 'failed',
-        retryable: true,
-        error: `lease expired at ${task.lease.expiresAt.toISOString()} (no answer in time)`,
-        status: null,
-      });
+      return settle(task, expiryOutcome(task.lease.expiresAt), null);
     }),
   );
 
@@ -130,7 +142,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         lastPassFull = batch.length === want;
         for (const task of batch) {
           const work: Promise<void> = pushTask(task, pushDeps)
-            .then((result: PushResult) => settle(task, classifyPush(result, now())))
+            .then((result: PushResult) => settle(task, classifyPush(result, now()), result.durationMs))
             .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
             .finally(() => {
               inFlight.delete(work);

@@ -37,7 +37,7 @@ async function enqueueMany(n: number, url: string): Promise<void> {
 
 describe('concurrent claims', () => {
   it('8 claimers, each on its own connection, never claim a task twice', async () => {
-    await t.db.query('truncate sluice.tasks');
+    await t.db.query('truncate sluice.tasks cascade');
     await enqueueMany(3_000, 'https://example.com/hook');
     const claimers = Array.from({ length: 8 }, () => openPgDb(t.url, 1));
     const seen = new Map<string, number>();
@@ -60,7 +60,7 @@ describe('concurrent claims', () => {
   });
 
   it('4 dispatchers deliver every task exactly once over HTTP, and leave no lease behind', async () => {
-    await t.db.query('truncate sluice.tasks');
+    await t.db.query('truncate sluice.tasks cascade');
     endpoint.received.length = 0;
     await enqueueMany(1_000, `${endpoint.url}/hook`);
     const keyring = await loadKeyring(config.signingKeys);

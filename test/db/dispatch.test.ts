@@ -35,7 +35,7 @@ afterAll(async () => {
   await t.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks');
+  await t.db.query('truncate sluice.tasks cascade');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200, body: 'ok' }));
 });
@@ -223,6 +223,9 @@ describe('fencing', () => {
     const stale = {
       taskId: task.id,
       leaseId: crypto.randomUUID(),
+      leasedAt: new Date(),
+      attempt: 1,
+      durationMs: 5,
       settlement: { status: 'succeeded', result: 'stale', httpStatus: 200 },
     } as const;
     expect(await leaseSettleMany(t.db, [stale])).toEqual(new Set());

@@ -31,7 +31,7 @@ afterAll(async () => {
   await t.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits');
+  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

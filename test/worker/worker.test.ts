@@ -42,7 +42,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks');
+  await t.db.query('truncate sluice.tasks cascade');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200, body: '{"ok":true}' }));
 });

@@ -4,7 +4,8 @@ import type { Config } from '../../config.ts';
 import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
-import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList } from '../../db/tasks.ts';
+import { type AttemptRecord, taskAttempts } from '../../db/leases.ts';
+import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList, taskRedrive } from '../../db/tasks.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -43,9 +44,9 @@ tasks.get('/', requireScope('tasks:read'), async (c) => {
 
 tasks.get('/:id', requireScope('tasks:read'), async (c) => {
   const id = taskId(c.req.param('id'));
-  const task = id === null ? null : await taskGet(c.var.db, id);
+  const [task, attempts] = id === null ? [null, []] : await Promise.all([taskGet(c.var.db, id), taskAttempts(c.var.db, id)]);
   if (!task) throw new NotFoundError(`task ${c.req.param('id')}`);
-  return c.json(taskView(task, { body: true }));
+  return c.json({ ...taskView(task, { body: true }), attempt_history: attempts.map(attemptView) });
 });
 
 tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
@@ -73,6 +74,14 @@ function validateTasks(items: readonly unknown[], config: Config, prefix: string
   return out;
 }
 
+tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
+  const id = taskId(c.req.param('id'));
+  if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
+  const task = await taskRedrive(c.var.db, id);
+  c.var.kick();
+  return c.json(taskView(task));
+});
+
 function enqueuedView(e: Enqueued) {
   return { ...taskView(e.task), deduplicated: e.deduplicated };
 }
@@ -96,4 +105,17 @@ function decodeCursor(cursor: string): string {
   const id = /^before:(\d+)$/.exec(text)?.[1];
   if (!id || taskId(id) === null) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API returned' }]);
   return id;
+}
+
+function attemptView(a: AttemptRecord) {
+  return {
+    attempt: a.attempt,
+    lease_id: a.leaseId,
+    started_at: a.startedAt.toISOString(),
+    ended_at: a.endedAt.toISOString(),
+    outcome: a.outcome,
+    http_status: a.httpStatus,
+    duration_ms: a.durationMs,
+    error: a.error,
+  };
 }

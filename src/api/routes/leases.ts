@@ -1,0 +1,135 @@
+/**
+ * /v1/leases/:lease: the calls of an endpoint that keeps its lease (`Sluice-Ack: lease`):
+ * heartbeat, complete, fail, release. Authorized by the push's `Sluice-Lease-Token`, good for
+ * that one lease only. Every write is a compare-and-set on the lease: a lease that expired,
+ * was reclaimed or finished answers 409 `lease_lost` (or `cancelled`) and changes nothing.
+ */
+import { type Context, Hono } from 'hono';
+import { createMiddleware } from 'hono/factory';
+import { z } from 'zod';
+import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, ValidationError } from '../../core/errors.ts';
+import { fieldIssues } from '../../core/issues.ts';
+import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
+import { storable, textProblem } from '../../core/text.ts';
+import { LIMITS, type Task } from '../../core/types.ts';
+import type { Db } from '../../db/db.ts';
+import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
+import { leaseSettleMany } from '../../db/settle.ts';
+import { verifyLeaseToken } from '../../security/lease-token.ts';
+import { readJson } from '../body.ts';
+import type { AppEnv } from '../context.ts';
+
+export const leases = new Hono<AppEnv>();
+
+const requireLeaseToken = createMiddleware<AppEnv>(async (c, next) => {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  if (!match?.[1]) throw new UnauthorizedError('send the push\'s lease token: "Authorization: Bearer <Sluice-Lease-Token>"');
+  const claims = await verifyLeaseToken(await c.var.keyring(), match[1], c.var.config.issuer, Date.now());
+  if (!claims) throw new UnauthorizedError('the lease token is not valid (or has expired)');
+  if (claims.leaseId !== c.req.param('lease')) throw new ForbiddenError('this lease (the token is for another one)');
+  await next();
+});
+
+leases.use('/:lease/*', requireLeaseToken);
+
+const optionalText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine((s) => textProblem(s) === null, 'must be well-formed text without NUL characters')
+    .optional();
+
+const heartbeatSchema = z.object({ extend_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional() }).strict();
+const completeSchema = z.object({ result: z.unknown().optional() }).strict();
+const failSchema = z
+  .object({
+    error: optionalText(LIMITS.errorChars).default('failed by the lease holder'),
+    retry: z.boolean().default(true),
+    retry_after_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
+  })
+  .strict();
+const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
+
+leases.post('/:lease/heartbeat', async (c) => {
+  const body = parse(heartbeatSchema, await readOptionalJson(c.req.raw));
+  const leaseId = c.req.param('lease');
+  const found = await leaseFind(c.var.db, leaseId);
+  if (!found?.current) throw lostOrCancelled(found?.task ?? null);
+  const { task } = found;
+  const result = await leaseHeartbeat(c.var.db, leaseId, body.extend_ms ?? task.leaseMs, c.var.config.maxLeaseMs);
+  if (result.ok) return c.json({ lease_id: leaseId, task_id: task.id, expires_at: result.expiresAt.toISOString() });
+  // Not extended. A cancellation asked for ends the lease now (the slot is free at once);
+  // otherwise the lease expired, reached its maximum, or was lost meanwhile.
+  if (task.cancelRequestedAt !== null) {
+    await endLease(c.var.db, task, { kind: 'release', delayMs: 0 });
+    c.var.kick();
+    throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
+  }
+  throw lostOrCancelled((await leaseFind(c.var.db, leaseId))?.task ?? null, 'the lease expired or reached its maximum length');
+});
+
+leases.post('/:lease/complete', async (c) => {
+  const body = parse(completeSchema, await readOptionalJson(c.req.raw));
+  const result = body.result === undefined ? null : typeof body.result === 'string' ? body.result : JSON.stringify(body.result);
+  if (result !== null && new TextEncoder().encode(result).length > LIMITS.resultBytes) {
+    throw new ValidationError([{ path: 'result', message: `is larger than ${LIMITS.resultBytes} bytes` }]);
+  }
+  return callEndingLease(c, { kind: 'complete', result: result === null ? null : storable(result) });
+});
+
+leases.post('/:lease/fail', async (c) => {
+  const body = parse(failSchema, await readOptionalJson(c.req.raw));
+  return callEndingLease(c, { kind: 'fail', error: body.error, retry: body.retry, retryAfterMs: body.retry_after_ms ?? null });
+});
+
+leases.post('/:lease/release', async (c) => {
+  const body = parse(releaseSchema, await readOptionalJson(c.req.raw));
+  return callEndingLease(c, { kind: 'release', delayMs: body.delay_ms ?? 0 });
+});
+
+type LeaseContext = Context<AppEnv, '/:lease/*'>;
+
+async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Response> {
+  const leaseId = c.req.param('lease') as string;
+  const found = await leaseFind(c.var.db, leaseId);
+  if (found && !found.current && call.kind === 'complete' && found.task.status === 'succeeded') {
+    // `complete` repeated on the lease that completed the task: the same answer again.
+    return c.json({ task_id: found.task.id, status: 'succeeded', repeated: true });
+  }
+  if (!found?.current) throw lostOrCancelled(found?.task ?? null);
+  if (await endLease(c.var.db, found.task, call)) {
+    c.var.kick();
+    const after = (await leaseFind(c.var.db, leaseId))?.task;
+    return c.json({ task_id: found.task.id, status: after?.status ?? null });
+  }
+  throw lostOrCancelled((await leaseFind(c.var.db, leaseId))?.task ?? null);
+}
+
+/** Ends a held lease by a lease call; false when the lease was no longer held and unexpired. */
+async function endLease(db: Db, task: Task, call: LeaseCall): Promise<boolean> {
+  const lease = task.lease!;
+  const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
+  const held = await leaseSettleMany(
+    db,
+    [{ taskId: task.id, leaseId: lease.id, leasedAt: lease.leasedAt, attempt: task.attempts, settlement, durationMs: null }],
+    { requireUnexpired: true },
+  );
+  return held.has(task.id);
+}
+
+function lostOrCancelled(task: Task | null, why = 'the lease is no longer held'): SluiceError {
+  if (task?.status === 'cancelled') return new ConflictError(409, 'cancelled', `task ${task.id} was cancelled`);
+  return new ConflictError(409, 'lease_lost', `${why}: it expired, was reclaimed or has ended; change nothing`);
+}
+
+async function readOptionalJson(request: Request): Promise<unknown> {
+  if (request.headers.get('content-length') === '0' || !request.body) return {};
+  const text = await request.clone().text();
+  return text.trim() === '' ? {} : readJson(request, LIMITS.requestBytes);
+}
+
+function parse<T extends z.ZodType>(schema: T, value: unknown): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  return parsed.data;
+}

@@ -1,0 +1,60 @@
+/**
+ * The lease state machine (DESIGN.md §4), pure. A lease is granted by a claim and ends exactly
+ * once: by the push's answer (core/outcome.ts), by a lease call, by an admin, or by expiry.
+ *
+ *   claim ──▶ leased ──2xx──────────────────────────────▶ succeeded
+ *              │  ├──2xx + Sluice-Ack: lease ──▶ held ──heartbeat──▶ held (extended, up to a maximum)
+ *              │  │                               ├──complete──────▶ succeeded
+ *              │  │                               ├──fail─────────▶ pending (retry) | dead
+ *              │  │                               ├──release──────▶ pending (no attempt used)
+ *              │  │                               └──cancel seen───▶ cancelled
+ *              │  └──failure / 429+Retry-After ───────▶ pending | dead
+ *              └──expiry (no answer, no heartbeat) ──▶ pending (retry) | dead
+ *
+ * Every ending is a compare-and-set on the lease id (db/settle.ts, db/leases.ts): only the
+ * holder of the current, unexpired lease changes anything. Expiry times are the database's.
+ */
+import { decide, type Settlement } from './outcome.ts';
+import type { Task } from './types.ts';
+
+export type LeaseCall =
+  | { kind: 'complete'; result: string | null }
+  | { kind: 'fail'; error: string; retry: boolean; retryAfterMs: number | null }
+  | { kind: 'release'; delayMs: number };
+
+type LeaseTask = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'>;
+
+/** How a lease call ends the lease. */
+export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number, random: number): Settlement {
+  switch (call.kind) {
+    case 'complete':
+      return decide(task, { type: 'succeeded', result: call.result, status: 200 }, nowMs, random);
+    case 'release':
+      return {
+        status: 'pending',
+        runAt: new Date(nowMs + call.delayMs),
+        attemptsDelta: -1,
+        deferralsDelta: 0,
+        error: 'released by the lease holder',
+        httpStatus: null,
+      };
+    case 'fail': {
+      const settlement = decide(task, { type: 'failed', retryable: call.retry, error: call.error, status: null }, nowMs, random);
+      // The holder may say when to try again; the attempt is used all the same.
+      if (settlement.status === 'pending' && call.retryAfterMs !== null) {
+        return { ...settlement, runAt: new Date(nowMs + call.retryAfterMs) };
+      }
+      return settlement;
+    }
+  }
+}
+
+/** The outcome of a lease that expired: an attempt that timed out. */
+export function expiryOutcome(expiresAt: Date) {
+  return {
+    type: 'failed',
+    retryable: true,
+    error: `lease expired at ${expiresAt.toISOString()} (no answer or heartbeat in time)`,
+    status: null,
+  } as const;
+}

@@ -1,0 +1,65 @@
+/** Lease calls' reads and the heartbeat's compare-and-set (endings go through settle.ts). */
+import type { Task } from '../core/types.ts';
+import type { Queryable } from './db.ts';
+import { type TaskRow, toTask } from './rows.ts';
+
+/** The task a lease belongs to: holding it now, or ended by it. `null` when it names none. */
+export async function leaseFind(db: Queryable, leaseId: string): Promise<{ task: Task; current: boolean } | null> {
+  const rows = await db.query<TaskRow>('select * from sluice.tasks where lease_id = $1 or last_lease_id = $1 limit 1', [leaseId]);
+  const row = rows[0];
+  return row ? { task: toTask(row), current: row.lease_id === leaseId } : null;
+}
+
+export type HeartbeatResult = { ok: true; expiresAt: Date } | { ok: false };
+
+/**
+ * Extends a held, unexpired lease by `extendMs` from now (the database's clock), never past
+ * `maxTotalMs` after the claim, and only while no cancellation was asked for.
+ */
+export async function leaseHeartbeat(db: Queryable, leaseId: string, extendMs: number, maxTotalMs: number): Promise<HeartbeatResult> {
+  const rows = await db.query<{ lease_expires_at: Date }>(
+    `update sluice.tasks
+     set lease_expires_at = least(now() + make_interval(secs => $2 / 1000.0), leased_at + make_interval(secs => $3 / 1000.0)),
+         updated_at = now()
+     where lease_id = $1 and status = 'leased' and lease_expires_at > now() and cancel_requested_at is null
+       and leased_at + make_interval(secs => $3 / 1000.0) > now()
+     returning lease_expires_at`,
+    [leaseId, extendMs, maxTotalMs],
+  );
+  return rows[0] ? { ok: true, expiresAt: rows[0].lease_expires_at } : { ok: false };
+}
+
+export interface AttemptRecord {
+  attempt: number;
+  leaseId: string;
+  startedAt: Date;
+  endedAt: Date;
+  outcome: string;
+  httpStatus: number | null;
+  durationMs: number | null;
+  error: string | null;
+}
+
+/** Every ended attempt of a task, oldest first. */
+export async function taskAttempts(db: Queryable, taskId: string): Promise<AttemptRecord[]> {
+  const rows = await db.query<{
+    attempt: number;
+    lease_id: string;
+    started_at: Date;
+    ended_at: Date;
+    outcome: string;
+    http_status: number | null;
+    duration_ms: number | null;
+    error: string | null;
+  }>('select * from sluice.attempts where task_id = $1 order by started_at, attempt', [taskId]);
+  return rows.map((r) => ({
+    attempt: r.attempt,
+    leaseId: r.lease_id,
+    startedAt: r.started_at,
+    endedAt: r.ended_at,
+    outcome: r.outcome,
+    httpStatus: r.http_status,
+    durationMs: r.duration_ms,
+    error: r.error,
+  }));
+}
