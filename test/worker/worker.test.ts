@@ -121,6 +121,26 @@ describe('end to end through the Worker', () => {
   });
 });
 
+describe('leases through the Worker', () => {
+  it('an endpoint keeps the lease, heartbeats and completes with its lease token', async () => {
+    endpoint.reply(() => ({ status: 202, headers: { 'Sluice-Ack': 'lease' } }));
+    const res = await post('/v1/tasks', { url: `${endpoint.url}/long` });
+    const { id } = (await res.json()) as { id: string };
+    const [push] = await endpoint.waitFor(1);
+    const leaseId = push!.headers['sluice-lease-id'] as string;
+    const token = push!.headers['sluice-lease-token'] as string;
+    await waitForStatus(id, 'leased');
+    const beat = await api(`/v1/leases/${leaseId}/heartbeat`, { method: 'POST', key: token, body: JSON.stringify({ extend_ms: 120_000 }) });
+    expect(beat.status).toBe(200);
+    const done = await api(`/v1/leases/${leaseId}/complete`, { method: 'POST', key: token, body: JSON.stringify({ result: 'done' }) });
+    expect(await done.json()).toEqual({ task_id: id, status: 'succeeded' });
+    expect(await waitForStatus(id, 'succeeded')).toMatchObject({
+      result: 'done',
+      attempt_history: [expect.objectContaining({ outcome: 'succeeded' })],
+    });
+  });
+});
+
 describe('the API', () => {
   it('enqueues a batch, all or nothing', async () => {
     const bad = await post('/v1/tasks/batch', { tasks: [{ url: `${endpoint.url}/a` }, { url: `${endpoint.url}/b`, priority: 'high' }] });
