@@ -69,7 +69,9 @@ export type SignatureCheck =
   | 'lifetime'
   | 'audience'
   | 'issuer'
-  | 'body';
+  | 'body'
+  /** The same push (lease) was verified before by this receiver. */
+  | 'replay';
 
 export class SignatureError extends Error {
   override name = 'SignatureError';

@@ -1,0 +1,141 @@
+/**
+ * The Sluice API client. Web-standard `fetch` only: runs on Node ≥ 22, Bun, Deno, Workers and
+ * in browsers.
+ */
+import { SluiceApiError } from './errors.ts';
+import type {
+  ConcurrencyView,
+  EnqueuedTask,
+  EnqueueRequest,
+  QueueSettingsPatch,
+  QueueView,
+  TaskDetail,
+  TaskList,
+  TaskStatus,
+  TaskView,
+} from './protocol/wire.ts';
+
+export interface ClientOptions {
+  /** Sluice's base URL, e.g. `https://sluice.example.workers.dev`. */
+  baseUrl: string;
+  /** An API key (`sk_sluice_…`). */
+  apiKey: string;
+  /** Tries after a network error, a 429 or a 5xx, with exponential backoff and jitter. Default 3. */
+  retries?: number;
+  /** First backoff delay in ms (doubled per try). Default 200. */
+  backoffMs?: number;
+  /** A `fetch` to use instead of the global one. */
+  fetch?: typeof fetch;
+}
+
+export interface ListFilter {
+  queue?: string;
+  status?: TaskStatus;
+  concurrency_key?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+export class SluiceClient {
+  readonly #base: string;
+  readonly #apiKey: string;
+  readonly #retries: number;
+  readonly #backoffMs: number;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    this.#base = options.baseUrl.replace(/\/+$/, '');
+    this.#apiKey = options.apiKey;
+    this.#retries = options.retries ?? 3;
+    this.#backoffMs = options.backoffMs ?? 200;
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  /**
+   * Enqueues one task. A retry after a network error may enqueue it twice unless it has a
+   * `dedup_key`: give one to tasks that must not run twice.
+   */
+  enqueue(task: EnqueueRequest): Promise<EnqueuedTask> {
+    return this.#request('POST', '/v1/tasks', task);
+  }
+
+  /** Enqueues up to 1,000 tasks, all or nothing. */
+  async enqueueBatch(tasks: EnqueueRequest[]): Promise<EnqueuedTask[]> {
+    return (await this.#request<{ tasks: EnqueuedTask[] }>('POST', '/v1/tasks/batch', { tasks })).tasks;
+  }
+
+  get(id: string): Promise<TaskDetail> {
+    return this.#request('GET', `/v1/tasks/${encodeURIComponent(id)}`);
+  }
+
+  list(filter: ListFilter = {}): Promise<TaskList> {
+    const query = new URLSearchParams();
+    for (const [k, v] of Object.entries(filter)) if (v !== undefined) query.set(k, String(v));
+    const qs = query.toString();
+    return this.#request('GET', `/v1/tasks${qs ? `?${qs}` : ''}`);
+  }
+
+  cancel(id: string): Promise<TaskView> {
+    return this.#request('POST', `/v1/tasks/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /** Redrives a dead task. */
+  retry(id: string): Promise<TaskView> {
+    return this.#request('POST', `/v1/tasks/${encodeURIComponent(id)}/retry`);
+  }
+
+  /** Queue settings and run-time limits (writes need an `admin` key). */
+  readonly queues = {
+    list: async (): Promise<QueueView[]> => (await this.#request<{ queues: QueueView[] }>('GET', '/v1/queues')).queues,
+    get: (queue: string): Promise<QueueView> => this.#request('GET', `/v1/queues/${encodeURIComponent(queue)}`),
+    update: (queue: string, patch: QueueSettingsPatch): Promise<QueueView> =>
+      this.#request('PUT', `/v1/queues/${encodeURIComponent(queue)}`, patch),
+    reset: (queue: string): Promise<QueueView> => this.#request('DELETE', `/v1/queues/${encodeURIComponent(queue)}`),
+    pause: (queue: string): Promise<QueueView> => this.#request('POST', `/v1/queues/${encodeURIComponent(queue)}/pause`),
+    resume: (queue: string): Promise<QueueView> => this.#request('POST', `/v1/queues/${encodeURIComponent(queue)}/resume`),
+    setKeyLimit: (queue: string, key: string, limit: number): Promise<unknown> =>
+      this.#request('PUT', `/v1/queues/${encodeURIComponent(queue)}/keys/${encodeURIComponent(key)}`, { limit }),
+    deleteKeyLimit: (queue: string, key: string): Promise<unknown> =>
+      this.#request('DELETE', `/v1/queues/${encodeURIComponent(queue)}/keys/${encodeURIComponent(key)}`),
+    concurrency: (queue: string): Promise<ConcurrencyView> => this.#request('GET', `/v1/queues/${encodeURIComponent(queue)}/concurrency`),
+  };
+
+  async #request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await this.#fetch(`${this.#base}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${this.#apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      } catch (error) {
+        if (attempt >= this.#retries) throw error;
+        await this.#pause(attempt, null);
+        continue;
+      }
+      if ((response.status === 429 || response.status >= 500) && attempt < this.#retries) {
+        await response.body?.cancel();
+        await this.#pause(attempt, response.headers.get('retry-after'));
+        continue;
+      }
+      const text = await response.text();
+      const data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      if (!response.ok) {
+        throw new SluiceApiError(
+          response.status,
+          String(data.code ?? 'error'),
+          String(data.detail ?? response.statusText),
+          (data.issues as SluiceApiError['issues']) ?? [],
+        );
+      }
+      return data as T;
+    }
+  }
+
+  #pause(attempt: number, retryAfter: string | null): Promise<void> {
+    const seconds = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : null;
+    const ms = seconds !== null ? seconds * 1000 : Math.random() * this.#backoffMs * 2 ** attempt;
+    return new Promise((resolve) => setTimeout(resolve, ms));
+  }
+}

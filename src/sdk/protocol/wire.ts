@@ -1,0 +1,139 @@
+/**
+ * The API's wire format (snake_case), as TypeScript types for SDK users. The API validates
+ * with zod schemas (src/api/schemas.ts); test/unit/wire.test.ts holds the two in step.
+ */
+
+export type HttpMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'GET';
+export type TaskStatus = 'pending' | 'leased' | 'succeeded' | 'dead' | 'cancelled' | 'expired';
+
+export interface EnqueueRequest {
+  /** Endpoint to push to. Default: the queue's `url`. */
+  url?: string;
+  /** Default `default`. */
+  queue?: string;
+  /** Any JSON value, sent as application/json. */
+  body?: unknown;
+  /** Raw text instead of `body`, sent with `content_type`. */
+  body_text?: string;
+  content_type?: string;
+  /** Extra headers forwarded on every push. */
+  headers?: Record<string, string>;
+  /** Default `POST`. */
+  method?: HttpMethod;
+  /** Limits apply per key within the queue. Default: derived by the queue's key_from, else none. */
+  concurrency_key?: string | null;
+  /** The key's limit when none is configured yet. */
+  concurrency_limit?: number;
+  /** Lower runs first. Default 0. */
+  priority?: number;
+  /** Not before: a delay, or a time (RFC 3339). */
+  delay_ms?: number;
+  run_at?: string;
+  /** Not started after: a time-to-live, or a time. */
+  ttl_ms?: number;
+  expires_at?: string;
+  /** Default: the queue's, else 5. */
+  max_attempts?: number;
+  backoff?: { initial_ms?: number; max_ms?: number; factor?: number; jitter?: number };
+  /** One push's deadline; shorter than the lease. Default 30 s. */
+  timeout_ms?: number;
+  /** Default 60 s. */
+  lease_ms?: number;
+  /** While a task with this key is unfinished in the queue, enqueueing again returns it. */
+  dedup_key?: string;
+}
+
+export interface TaskView {
+  id: string;
+  queue: string;
+  status: TaskStatus;
+  url: string;
+  method: HttpMethod;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
+  priority: number;
+  run_at: string;
+  expires_at: string | null;
+  attempts: number;
+  max_attempts: number;
+  timeout_ms: number;
+  lease_ms: number;
+  dedup_key: string | null;
+  lease: { id: string; leased_at: string; expires_at: string } | null;
+  cancel_requested: boolean;
+  result: string | null;
+  last_error: string | null;
+  last_status: number | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+export interface EnqueuedTask extends TaskView {
+  deduplicated: boolean;
+}
+
+export interface AttemptView {
+  attempt: number;
+  lease_id: string;
+  started_at: string;
+  ended_at: string;
+  outcome: 'succeeded' | 'retry' | 'deferred' | 'released' | 'dead' | 'cancelled';
+  http_status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+}
+
+export interface TaskDetail extends TaskView {
+  content_type: string;
+  header_names: string[];
+  body?: unknown;
+  body_text?: string | null;
+  attempt_history: AttemptView[];
+}
+
+export interface TaskList {
+  tasks: TaskView[];
+  next_cursor: string | null;
+}
+
+export interface QueueSettingsPatch {
+  concurrency?: number | null;
+  key_concurrency?: number | null;
+  priority?: number | null;
+  paused?: boolean | null;
+}
+
+export interface Sourced<T> {
+  value: T;
+  source: 'override' | 'env' | 'task' | 'default';
+}
+
+export interface QueueView {
+  name: string;
+  concurrency: Sourced<number | null>;
+  key_concurrency: Sourced<number | null>;
+  priority: Sourced<number>;
+  paused: Sourced<boolean>;
+  key_from: string | null;
+  url: string | null;
+  max_attempts: number;
+  lease_ms: number;
+  timeout_ms: number;
+  counts: { pending: number; leased: number; dead: number };
+}
+
+export interface SlotView {
+  task_id: string;
+  lease_id: string;
+  leased_at: string;
+  expires_at: string;
+}
+
+export interface ConcurrencyView {
+  queue: string;
+  cluster: { limit: number | null; source: string; active: number };
+  queue_level: { limit: number | null; source: string; active: number; paused: boolean };
+  keys: Array<{ key: string; limit: number | null; source: string; active: number; slots: SlotView[] }>;
+  keyless: { active: number; slots: SlotView[] };
+}
