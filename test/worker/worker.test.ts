@@ -277,6 +277,17 @@ describe('the API', () => {
     expect(text).not.toContain('secret-token');
   });
 
+  it('serves the OpenAPI document and a page that renders it, without a key', async () => {
+    const doc = (await (await api('/openapi.json', { key: null })).json()) as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/tasks', '/v1/leases/{lease_id}/heartbeat', '/v1/queues/{queue}/concurrency']),
+    );
+    const page = await api('/docs', { key: null });
+    expect(page.headers.get('content-type')).toMatch(/text\/html/);
+    expect(await page.text()).toContain("fetch('/openapi.json')");
+  });
+
   it('serves health and the public JWKS without a key', async () => {
     expect(await (await api('/healthz', { key: null })).json()).toEqual({ status: 'ok' });
     const jwks = (await (await api('/.well-known/jwks.json', { key: null })).json()) as { keys: Array<Record<string, unknown>> };
