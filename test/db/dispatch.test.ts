@@ -1,6 +1,6 @@
 /** The dispatcher against a real Postgres, pushing over real HTTP to a local endpoint. */
 import { createLocalJWKSet } from 'jose';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
@@ -9,35 +9,20 @@ import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { HEADERS } from '../../src/sdk/protocol/headers.ts';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
-import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
+import type { Keyring } from '../../src/security/keyring.ts';
 import { verifyLeaseToken } from '../../src/security/lease-token.ts';
-import { testConfig } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
+import { useDispatchFixture } from '../helpers/fixture.ts';
 import { newTask } from '../helpers/tasks.ts';
 
+const f = useDispatchFixture({ SLUICE_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', SLUICE_DISPATCH_PARALLELISM: '4' });
 let t: TestDatabase;
 let endpoint: TestEndpoint;
 let config: Config;
 let keyring: Keyring;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  endpoint = await startEndpoint();
-  ({ config } = await testConfig(t.url, {
-    SLUICE_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-    SLUICE_DISPATCH_PARALLELISM: '4',
-  }));
-  keyring = await loadKeyring(config.signingKeys);
-});
-afterAll(async () => {
-  await endpoint.close();
-  await t.drop();
-});
-beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks cascade');
-  endpoint.received.length = 0;
-  endpoint.reply(() => ({ status: 200, body: 'ok' }));
+beforeAll(() => {
+  ({ t, endpoint, config, keyring } = f);
 });
 
 const run = (overrides: Partial<Config> = {}) =>

@@ -1,39 +1,27 @@
 /** Fairness across keys, and limits changed at run time, on real Postgres and real HTTP. */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import type { Db } from '../../src/db/db.ts';
 import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePatch } from '../../src/db/queues.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
-import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
-import { testConfig } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import type { Keyring } from '../../src/security/keyring.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
+import { useDispatchFixture } from '../helpers/fixture.ts';
 import { newTask } from '../helpers/tasks.ts';
 
+const f = useDispatchFixture({
+  SLUICE_QUEUES: JSON.stringify({ busy: { concurrency: 4, key_concurrency: 4 }, tuned: { concurrency: 3 } }),
+  SLUICE_DISPATCH_PARALLELISM: '4',
+});
 let t: TestDatabase;
 let endpoint: TestEndpoint;
 let config: Config;
 let keyring: Keyring;
-
-beforeAll(async () => {
-  t = await createTestDatabase();
-  endpoint = await startEndpoint();
-  ({ config } = await testConfig(t.url, {
-    SLUICE_QUEUES: JSON.stringify({ busy: { concurrency: 4, key_concurrency: 4 }, tuned: { concurrency: 3 } }),
-    SLUICE_DISPATCH_PARALLELISM: '4',
-  }));
-  keyring = await loadKeyring(config.signingKeys);
-});
-afterAll(async () => {
-  await endpoint.close();
-  await t.drop();
-});
-beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
-  endpoint.received.length = 0;
-  endpoint.reply(() => ({ status: 200 }));
+beforeAll(() => {
+  ({ t, endpoint, config, keyring } = f);
 });
 
 /** A Db that counts claim passes. */
