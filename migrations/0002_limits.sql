@@ -69,6 +69,9 @@ update sluice.queues set paused = null where paused = false;
 
 -- Makes the hints of the given lanes exact. Lanes locked by someone else (an enqueue in
 -- progress) are skipped: their hint stays too good, which is safe, and nobody waits.
+-- "Due" is judged by the wall clock, not by now(): a claim's transaction may have started
+-- before it waited for the lock, and a task enqueued meanwhile is due although its run_at is
+-- later than that start (promotion would not find it: it was due when it was enqueued).
 create function sluice.keys_recompute(p_ids bigint[]) returns void
 language sql as $$
   with locked as (
@@ -78,7 +81,7 @@ language sql as $$
   set head_priority = (
     select min(t.priority) from sluice.tasks t
     where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
-      and t.run_at <= now() and (t.expires_at is null or t.expires_at > now())
+      and t.run_at <= clock_timestamp() and (t.expires_at is null or t.expires_at > clock_timestamp())
   )
   from locked
   where k.id = locked.id;
@@ -157,21 +160,25 @@ declare
   v_want integer := p_max;
   v_round integer := 0;
   v_pass bigint;
+  v_now timestamptz;
 begin
   perform pg_advisory_xact_lock(7215530002);
+  -- The pass's clock starts once the lock is held (now() is when the transaction began,
+  -- possibly long before, while it waited).
+  v_now := clock_timestamp();
 
   with previous as (
     select promoted_to from sluice.promotion
   ),
   window_ as (
-    update sluice.promotion set promoted_to = now()
-    returning (select least(promoted_to, now()) from previous) - interval '10 seconds' as since
+    update sluice.promotion set promoted_to = v_now
+    returning (select least(promoted_to, v_now) from previous) - interval '10 seconds' as since
   ),
   came_due as (
     select t.queue, t.lane, min(t.priority) as priority
     from sluice.tasks t
     where t.status = 'pending' and t.run_at > t.created_at
-      and t.run_at > (select since from window_) and t.run_at <= now()
+      and t.run_at > (select since from window_) and t.run_at <= v_now
     group by t.queue, t.lane
   ),
   locked as (
@@ -190,7 +197,7 @@ begin
     -- An expired lease holds no slot: its task is reaped by the next dispatcher run.
     leased as (
       select queue, count(*)::integer as n from sluice.tasks
-      where status = 'leased' and lease_expires_at > now() group by queue
+      where status = 'leased' and lease_expires_at > v_now group by queue
     ),
     cluster as (
       select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
@@ -232,7 +239,7 @@ begin
         cross join lateral (
           select case when lim.value is null then v_want
                       else lim.value - (select count(*)::integer from sluice.tasks t
-                                        where t.status = 'leased' and t.lease_expires_at > now()
+                                        where t.status = 'leased' and t.lease_expires_at > v_now
                                           and t.queue = k.queue and t.lane = k.lane) end as value
         ) room
         where k.queue = b.queue and k.head_priority is not null and room.value > 0
@@ -248,7 +255,7 @@ begin
       cross join lateral (
         select t.id, t.priority, t.run_at from sluice.tasks t
         where t.status = 'pending' and t.queue = la.queue and t.lane = la.lane
-          and t.run_at <= now() and (t.expires_at is null or t.expires_at > now())
+          and t.run_at <= v_now and (t.expires_at is null or t.expires_at > v_now)
         order by t.priority, t.run_at, t.id
         limit least(la.room, la.budget)
       ) t
@@ -276,10 +283,10 @@ begin
         update sluice.tasks t
         set status = 'leased',
             lease_id = gen_random_uuid(),
-            leased_at = now(),
-            lease_expires_at = now() + make_interval(secs => t.lease_ms / 1000.0),
+            leased_at = v_now,
+            lease_expires_at = v_now + make_interval(secs => t.lease_ms / 1000.0),
             attempts = t.attempts + 1,
-            updated_at = now()
+            updated_at = v_now
         where t.id = any(v_ids) and t.status = 'pending'
         returning t.*
       )

@@ -1,7 +1,8 @@
 /** Reading a JSON request body within a size limit; every failure is a 4xx naming the cause. */
 import { PayloadTooLargeError, SluiceError, ValidationError } from '../core/errors.ts';
 
-export async function readJson(request: Request, limitBytes: number): Promise<unknown> {
+/** Reads a JSON body of at most `limitBytes`; `options.empty` is what an empty body means (else a 400). */
+export async function readJson(request: Request, limitBytes: number, options: { empty?: unknown } = {}): Promise<unknown> {
   const type = request.headers.get('content-type');
   if (type !== null && !/^application\/([\w.+-]*\+)?json\b/i.test(type.trim())) {
     throw new SluiceError(415, 'unsupported_media_type', `the body must be JSON (Content-Type: application/json), not ${type}`);
@@ -9,7 +10,10 @@ export async function readJson(request: Request, limitBytes: number): Promise<un
   const declared = Number(request.headers.get('content-length') ?? '0');
   if (declared > limitBytes) throw new PayloadTooLargeError(limitBytes);
   const text = await readText(request, limitBytes);
-  if (text.trim() === '') throw new ValidationError([{ path: '', message: 'the request body is empty; send a JSON object' }]);
+  if (text.trim() === '') {
+    if (options.empty !== undefined) return options.empty;
+    throw new ValidationError([{ path: '', message: 'the request body is empty; send a JSON object' }]);
+  }
   try {
     return JSON.parse(text);
   } catch (error) {

@@ -15,7 +15,7 @@
  * holder of the current, unexpired lease changes anything. Expiry times are the database's.
  */
 import { decide, type Settlement } from './outcome.ts';
-import type { Task } from './types.ts';
+import { LIMITS, type Task } from './types.ts';
 
 export type LeaseCall =
   | { kind: 'complete'; result: string | null }
@@ -30,11 +30,21 @@ export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number,
     case 'complete':
       return decide(task, { type: 'succeeded', result: call.result, status: 200 }, nowMs, random);
     case 'release':
+      // Giving a task back costs no attempt, but counts as a deferral: it cannot go on forever.
+      if (task.deferrals >= LIMITS.maxDeferrals) {
+        return decide(
+          task,
+          { type: 'failed', retryable: true, error: `released more than ${LIMITS.maxDeferrals} times`, status: null },
+          nowMs,
+          random,
+        );
+      }
       return {
         status: 'pending',
+        reason: 'released',
         runAt: new Date(nowMs + call.delayMs),
         attemptsDelta: -1,
-        deferralsDelta: 0,
+        deferralsDelta: 1,
         error: 'released by the lease holder',
         httpStatus: null,
       };

@@ -70,6 +70,8 @@ export type Settlement =
   | { status: 'succeeded'; result: string | null; httpStatus: number | null }
   | {
       status: 'pending';
+      /** Why it waits: a failed attempt, a Retry-After deferral, or given back by its holder. */
+      reason: 'retry' | 'deferred' | 'released';
       runAt: Date;
       /** -1 when the attempt is given back (a deferral), else 0. */
       attemptsDelta: -1 | 0;
@@ -95,6 +97,7 @@ export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lea
     if (task.deferrals < LIMITS.maxDeferrals) {
       return {
         status: 'pending',
+        reason: 'deferred',
         runAt: new Date(nowMs + outcome.delayMs),
         attemptsDelta: -1,
         deferralsDelta: 1,
@@ -121,6 +124,7 @@ export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lea
   }
   return {
     status: 'pending',
+    reason: 'retry',
     runAt: new Date(nowMs + backoffDelayMs(task.backoff, task.attempts, random)),
     attemptsDelta: 0,
     deferralsDelta: 0,

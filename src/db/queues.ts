@@ -1,6 +1,8 @@
 /** Queue settings at run time, per-key limits, counts and slot holders (DESIGN.md §5). */
 import type { QueueLimitSettings } from '../core/limits.ts';
 import type { Queryable } from './db.ts';
+import { type TaskRow, toTask } from './rows.ts';
+import { leaseSettleMany } from './settle.ts';
 
 export interface QueueOverride {
   queue: string;
@@ -149,20 +151,33 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
 
 /**
  * An admin ends a lease: the task goes back to pending at once (cancelled, if that was asked)
- * and the attempt is given back.
- * Compare-and-set on the lease id, so the old holder's later writes change nothing.
+ * and the attempt is given back. Compare-and-set on the lease id, like every ending, so the
+ * old holder's later writes change nothing; the attempt's history records it.
  */
 export async function leaseForceRelease(db: Queryable, queue: string, leaseId: string): Promise<string | null> {
-  const rows = await db.query<{ id: string }>(
-    `update sluice.tasks
-     set status = case when cancel_requested_at is null then 'pending' else 'cancelled' end,
-         finished_at = case when cancel_requested_at is null then null else now() end,
-         run_at = now(), attempts = greatest(attempts - 1, 0),
-         lease_id = null, leased_at = null, lease_expires_at = null,
-         last_error = 'lease released by an admin', updated_at = now()
-     where lease_id = $1 and queue = $2 and status = 'leased'
-     returning id::text as id`,
-    [leaseId, queue],
-  );
-  return rows[0]?.id ?? null;
+  const rows = await db.query<TaskRow>(`select * from sluice.tasks where lease_id = $1 and queue = $2 and status = 'leased'`, [
+    leaseId,
+    queue,
+  ]);
+  const task = rows[0] ? toTask(rows[0]) : null;
+  if (!task?.lease) return null;
+  const held = await leaseSettleMany(db, [
+    {
+      taskId: task.id,
+      leaseId,
+      leasedAt: task.lease.leasedAt,
+      attempt: task.attempts,
+      durationMs: null,
+      settlement: {
+        status: 'pending',
+        reason: 'released',
+        runAt: new Date(),
+        attemptsDelta: -1,
+        deferralsDelta: 0,
+        error: 'lease released by an admin',
+        httpStatus: null,
+      },
+    },
+  ]);
+  return held.has(task.id) ? task.id : null;
 }

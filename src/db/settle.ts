@@ -15,20 +15,18 @@ export interface LeaseSettlement {
   settlement: Settlement;
   /** How long the push took; `null` = from the lease's start until now (lease calls, expiry). */
   durationMs: number | null;
-}
-
-export interface SettleOptions {
   /**
-   * Refuse leases past their expiry. Lease calls must (an expired lease is lost, DESIGN.md §4);
-   * the dispatcher's own result of a push it made within the lease need not.
+   * `unexpired`: only a lease not yet past its expiry (lease calls: an expired lease is lost).
+   * `expired`: only a lease past it (the reaper: a heartbeat that just landed wins).
+   * Default: either (the dispatcher's own result of a push it made within the lease).
    */
-  requireUnexpired?: boolean;
+  require?: 'unexpired' | 'expired';
 }
 
 const SETTLE = `
 with input as (
   select * from jsonb_to_recordset($1::jsonb) as s(
-    id bigint, lease_id uuid, leased_at timestamptz, attempt integer, status text, outcome text,
+    id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
     run_at timestamptz, attempts_delta integer, deferrals_delta integer, result text, error text,
     http_status integer, duration_ms integer)
 ),
@@ -49,8 +47,10 @@ settled as (
       updated_at = now()
   from input s
   where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased'
-    and (not $2::boolean or t.lease_expires_at > now())
-  returning t.id, t.status
+    and case s.require when 'unexpired' then t.lease_expires_at > now()
+                       when 'expired' then t.lease_expires_at <= now()
+                       else true end
+  returning t.id, t.status, t.last_lease_id
 ),
 history as (
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
@@ -59,24 +59,23 @@ history as (
          s.http_status,
          coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer),
          s.error
-  from settled st join input s on s.id = st.id
+  from settled st join input s on s.id = st.id and s.lease_id = st.last_lease_id
   on conflict (task_id, lease_id) do nothing
 )
 select id::text as id from settled`;
 
 /** What became of the attempt, for its history row. */
 function outcomeOf(s: Settlement): string {
-  if (s.status !== 'pending') return s.status;
-  if (s.attemptsDelta === 0) return 'retry';
-  return s.deferralsDelta === 1 ? 'deferred' : 'released';
+  return s.status === 'pending' ? s.reason : s.status;
 }
 
 /** Settles leases in one statement; returns the ids of the tasks whose lease was still held. */
-export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[], options: SettleOptions = {}): Promise<Set<string>> {
+export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs }) => ({
+  const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require }) => ({
     id: taskId,
     lease_id: leaseId,
+    require: require ?? null,
     leased_at: leasedAt.toISOString(),
     attempt,
     status: s.status,
@@ -89,6 +88,6 @@ export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettle
     http_status: s.httpStatus,
     duration_ms: durationMs === null ? null : Math.round(durationMs),
   }));
-  const rows = await db.query<{ id: string }>(SETTLE, [JSON.stringify(input), options.requireUnexpired ?? false]);
+  const rows = await db.query<{ id: string }>(SETTLE, [JSON.stringify(input)]);
   return new Set(rows.map((r) => r.id));
 }

@@ -81,7 +81,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   };
 
   /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
-  const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null): Promise<void> => {
+  const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null, require?: 'expired'): Promise<void> => {
     if (outcome.type === 'lease_kept') {
       // The endpoint holds the lease now; it ends it with a lease call, or it expires.
       report.leaseKept++;
@@ -115,7 +115,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   await Promise.all(
     expired.map((task) => {
       report.reaped++;
-      return settle(task, expiryOutcome(task.lease.expiresAt), null);
+      // Only while still expired: a heartbeat that landed since the read wins.
+      return settle(task, expiryOutcome(task.lease.expiresAt), null, 'expired');
     }),
   );
 

@@ -120,7 +120,13 @@ export class SluiceClient {
         continue;
       }
       const text = await response.text();
-      const data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      let data: Record<string, unknown> = {};
+      try {
+        data = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      } catch {
+        // Not JSON (a proxy's error page, say): the status says enough.
+        data = { detail: text.slice(0, 200) };
+      }
       if (!response.ok) {
         throw new SluiceApiError(
           response.status,
@@ -135,7 +141,8 @@ export class SluiceClient {
 
   #pause(attempt: number, retryAfter: string | null): Promise<void> {
     const seconds = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : null;
-    const ms = seconds !== null ? seconds * 1000 : Math.random() * this.#backoffMs * 2 ** attempt;
+    // Honour Retry-After up to a minute; beyond that, give up waiting sooner and try again.
+    const ms = seconds !== null ? Math.min(seconds, 60) * 1000 : Math.random() * this.#backoffMs * 2 ** attempt;
     return new Promise((resolve) => setTimeout(resolve, ms));
   }
 }

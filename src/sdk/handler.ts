@@ -57,10 +57,14 @@ export function createHandler<R>(
     try {
       push = await receiver.verify(request);
     } catch (error) {
+      if (error instanceof SignatureError && error.check === 'keys_unavailable') {
+        // Not the push's fault: ask Sluice to come back later, without using an attempt.
+        return new Response(error.message, { status: 503, headers: { 'retry-after': '30' } });
+      }
       if (error instanceof SignatureError) return text(401, `push refused (${error.check}): ${error.message}`);
       throw error;
     }
-    if (mode === 'respond') return respond(fn, push, now);
+    if (mode === 'respond') return respond(fn, push, request.signal, now);
     if (!sluiceUrl) return text(500, 'lease mode needs sluiceUrl (or jwksUrl) to reach the lease API');
     const work = holdLease(fn, push, sluiceUrl, options.heartbeatFraction ?? 1 / 3, now, options.fetch).catch(onError);
     ctx?.waitUntil(work);
@@ -71,12 +75,14 @@ export function createHandler<R>(
   };
 }
 
-async function respond<R>(fn: TaskFunction<R>, push: Push, now: () => number): Promise<Response> {
+async function respond<R>(fn: TaskFunction<R>, push: Push, requestSignal: AbortSignal, now: () => number): Promise<Response> {
   const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new Error('the lease is about to end')),
-    Math.max(0, push.lease.expiresAt.getTime() - now() - RESPOND_MARGIN_MS),
-  );
+  // Stop when Sluice hangs up (its push timeout, shorter than the lease) or the lease nears its end.
+  requestSignal.addEventListener('abort', () => controller.abort(new Error('Sluice closed the push (timeout)')), { once: true });
+  const expiresAt = push.lease.expiresAt.getTime();
+  const timer = Number.isFinite(expiresAt)
+    ? setTimeout(() => controller.abort(new Error('the lease is about to end')), Math.max(0, expiresAt - now() - RESPOND_MARGIN_MS))
+    : undefined;
   try {
     const result = await fn(push, {
       signal: controller.signal,
@@ -130,15 +136,17 @@ async function holdLease<R>(
   };
 
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let done = false;
   const schedule = () => {
     const wait = Math.max(250, (expiresAt - now()) * fraction);
     timer = setTimeout(async () => {
+      if (done) return;
       try {
         await heartbeat();
       } catch {
         // A lost lease has aborted the signal; a passing network fault is tried next tick.
       }
-      if (!controller.signal.aborted) schedule();
+      if (!done && !controller.signal.aborted) schedule();
     }, wait);
   };
   schedule();
@@ -148,10 +156,10 @@ async function holdLease<R>(
     const result = await fn(push, { signal: controller.signal, heartbeat });
     ending = { action: 'complete', body: result === undefined ? {} : { result } };
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (error instanceof RetryAfterError) ending = { action: 'release', body: { delay_ms: error.retryAfterMs } };
-    else ending = { action: 'fail', body: { error: message, retry: !(error instanceof NonRetriableError) } };
+    if (error instanceof RetryAfterError) ending = { action: 'release', body: { delay_ms: clampDelay(error.retryAfterMs) } };
+    else ending = { action: 'fail', body: { error: errorText(error), retry: !(error instanceof NonRetriableError) } };
   } finally {
+    done = true;
     clearTimeout(timer);
   }
   // A lease already lost or cancelled has nothing left to end.
@@ -159,6 +167,17 @@ async function holdLease<R>(
   const response = await call(ending.action, ending.body);
   if (!response.ok && response.status !== 409) throw new Error(`${ending.action} failed: ${response.status} ${await response.text()}`);
   await response.body?.cancel();
+}
+
+/** An error message the lease API accepts: no NUL, well-formed, at most 2,000 characters. */
+function errorText(error: unknown): string {
+  const message = (error instanceof Error ? error.message : String(error)) || 'failed';
+  return message.replace(/\0/g, '').toWellFormed().slice(0, 2_000).toWellFormed();
+}
+
+/** A whole number of milliseconds within what the lease API accepts (a year). */
+function clampDelay(ms: number): number {
+  return Number.isFinite(ms) ? Math.min(365 * 24 * 3_600_000, Math.max(0, Math.ceil(ms))) : 0;
 }
 
 function baseUrl(options: HandlerOptions): string | null {

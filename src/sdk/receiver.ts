@@ -59,6 +59,10 @@ export function createReceiver(options: ReceiverOptions): Receiver {
   const seen = new Map<string, number>();
   return {
     async verify(request) {
+      // Refuse before reading a body that cannot be a push.
+      if (!request.headers.get(HEADERS.signature)) throw new SignatureError('malformed', 'the Sluice-Signature header is missing');
+      const declared = Number(request.headers.get('content-length') ?? 0);
+      if (declared > MAX_PUSH_BYTES) throw new SignatureError('malformed', `the body is larger than ${MAX_PUSH_BYTES} bytes`);
       const body = new Uint8Array(await request.arrayBuffer());
       const url = typeof options.url === 'function' ? options.url(request) : (options.url ?? request.url);
       const claims = await verifyPush({
@@ -81,7 +85,7 @@ export function createReceiver(options: ReceiverOptions): Receiver {
       return {
         taskId: claims.sub,
         queue: h.get(HEADERS.queue) ?? '',
-        concurrencyKey: key === null ? null : decodeURIComponent(key),
+        concurrencyKey: key === null ? null : decodeKey(key),
         attempt: Number(h.get(HEADERS.attempt) ?? 0),
         maxAttempts: Number(h.get(HEADERS.maxAttempts) ?? 0),
         lease: { id: claims.jti, expiresAt: new Date(h.get(HEADERS.leaseExpiresAt) ?? 0), token: h.get(HEADERS.leaseToken) ?? '' },
@@ -92,6 +96,17 @@ export function createReceiver(options: ReceiverOptions): Receiver {
       };
     },
   };
+}
+
+/** Sluice stores at most 512 KiB of body per task. */
+const MAX_PUSH_BYTES = 1024 * 1024;
+
+function decodeKey(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function keySource(options: ReceiverOptions): JWTVerifyGetKey {

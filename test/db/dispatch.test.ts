@@ -3,6 +3,7 @@ import { createLocalJWKSet } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { leaseHeartbeat } from '../../src/db/leases.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { taskCancel, taskGet, taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
@@ -221,6 +222,29 @@ describe('fencing', () => {
     expect(await leaseSettleMany(t.db, [own])).toEqual(new Set([task.id]));
     expect(await leaseSettleMany(t.db, [{ ...own, settlement: { status: 'dead', error: 'late', httpStatus: null } }])).toEqual(new Set());
     expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: 'stale' });
+  });
+});
+
+describe('expiry', () => {
+  it('a lease past its expiry, not yet reaped, can be neither extended nor ended by its holder; only the reaper ends it', async () => {
+    const task = await enqueue({ leaseMs: 1_000, timeoutMs: 500 });
+    const [leased] = await taskClaimBatch(t.db, { max: 1, clusterCap: null, queuesJson: '{}' });
+    const item = (require?: 'unexpired' | 'expired') => ({
+      taskId: task.id,
+      leaseId: leased!.lease.id,
+      leasedAt: leased!.lease.leasedAt,
+      attempt: 1,
+      durationMs: null,
+      settlement: { status: 'succeeded', result: 'late', httpStatus: 200 } as const,
+      ...(require ? { require } : {}),
+    });
+    // While it is alive the reaper may not touch it (a heartbeat that just landed wins).
+    expect(await leaseSettleMany(t.db, [item('expired')])).toEqual(new Set());
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect(await leaseHeartbeat(t.db, leased!.lease.id, 60_000, 3_600_000)).toEqual({ ok: false });
+    expect(await leaseSettleMany(t.db, [item('unexpired')])).toEqual(new Set());
+    expect(await get(task.id)).toMatchObject({ status: 'leased', result: null });
+    expect(await leaseSettleMany(t.db, [item('expired')])).toEqual(new Set([task.id]));
   });
 });
 

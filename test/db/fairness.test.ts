@@ -140,6 +140,16 @@ describe('lane hints never hide work', () => {
     expect((await claim(1)).map((x) => x.body)).toEqual(['"a-soon"']);
   });
 
+  it('a task enqueued while a claim waits for the lock is neither missed nor hidden', async () => {
+    const got = await t.db.transaction(async (tx) => {
+      await tx.query('select now()'); // the claim's transaction has begun…
+      await new Promise((r) => setTimeout(r, 50));
+      await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'late' })]); // …a task arrives…
+      return tx.query(`select * from sluice.claim(10, null, '{}')`); // …and the claim runs
+    });
+    expect(got).toHaveLength(1);
+  });
+
   it('a stream of new keys does not starve an old one', async () => {
     await taskInsertMany(
       t.db,

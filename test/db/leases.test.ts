@@ -93,6 +93,30 @@ describe('a kept lease', () => {
     expect((await call(push!, 'heartbeat')).json).toMatchObject({ code: 'lease_lost' });
   });
 
+  it('complete sent several times at once answers 200 to every one, and completes once', async () => {
+    endpoint.reply(() => KEEP);
+    const id = await enqueue();
+    const [push] = await endpoint.waitFor(1);
+    const answers = await Promise.all([1, 2, 3, 4].map(() => call(push!, 'complete', { result: 'once' })));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+    const final = await task(id);
+    expect(final).toMatchObject({ status: 'succeeded', result: 'once' });
+    expect(final.attempt_history).toHaveLength(1);
+  });
+
+  it('refuses a result nested too deeply with a 400', async () => {
+    endpoint.reply(() => KEEP);
+    await enqueue();
+    const [push] = await endpoint.waitFor(1);
+    const res = await fetch(`${sluice.url}/v1/leases/${lease(push!).id}/complete`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${lease(push!).token}`, 'content-type': 'application/json' },
+      body: `{"result":${'['.repeat(9_000)}${']'.repeat(9_000)}}`,
+    });
+    expect(res.status).toBe(400);
+    expect((await call(push!, 'complete')).status).toBe(200);
+  });
+
   it('fail retries after retry_after_ms using the attempt; fail with retry:false kills it', async () => {
     endpoint.reply(() => KEEP);
     const id = await enqueue({ max_attempts: 5 });

@@ -65,6 +65,7 @@ describe('decide', () => {
     const s = decide(task, { type: 'failed', retryable: true, error: 'HTTP 500', status: 500 }, NOW, 0.5);
     expect(s).toEqual({
       status: 'pending',
+      reason: 'retry',
       runAt: new Date(NOW + 1_000),
       attemptsDelta: 0,
       deferralsDelta: 0,

@@ -96,6 +96,17 @@ describe('the receiver', () => {
     expect(await refusal(push({ key: { ...other.active, kid: 'current' } }))).toBe('signature');
   });
 
+  it('refuses a push signed in the future, and a foreign issuer when one is required', async () => {
+    expect(await refusal(push({ signedAt: NOW + 120_000 }))).toBe('not_yet_valid');
+    expect(await refusal(push(), receiver({ issuer: 'someone-else' }))).toBe('issuer');
+  });
+
+  it('refuses a request without a signature before reading its body', async () => {
+    const bare = new Request(URL_, { method: 'POST', body: 'x'.repeat(10) });
+    expect(await refusal(Promise.resolve(bare))).toBe('malformed');
+    expect(bare.bodyUsed).toBe(false);
+  });
+
   it('refuses a replay of a push it already accepted (after completion, say)', async () => {
     const r = receiver();
     const leaseId = crypto.randomUUID();

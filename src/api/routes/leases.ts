@@ -70,7 +70,12 @@ leases.post('/:lease/heartbeat', async (c) => {
 
 leases.post('/:lease/complete', async (c) => {
   const body = parse(completeSchema, await readOptionalJson(c.req.raw));
-  const result = body.result === undefined ? null : typeof body.result === 'string' ? body.result : JSON.stringify(body.result);
+  let result: string | null;
+  try {
+    result = body.result === undefined ? null : typeof body.result === 'string' ? body.result : JSON.stringify(body.result);
+  } catch {
+    throw new ValidationError([{ path: 'result', message: 'is nested too deeply' }]);
+  }
   if (result !== null && new TextEncoder().encode(result).length > LIMITS.resultBytes) {
     throw new ValidationError([{ path: 'result', message: `is larger than ${LIMITS.resultBytes} bytes` }]);
   }
@@ -91,29 +96,41 @@ type LeaseContext = Context<AppEnv, '/:lease/*'>;
 
 async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Response> {
   const leaseId = c.req.param('lease') as string;
+  // `complete` repeated on the lease that completed the task (even concurrently): the same answer.
+  const repeated = (found: Awaited<ReturnType<typeof leaseFind>>) =>
+    found && !found.current && call.kind === 'complete' && found.task.status === 'succeeded'
+      ? c.json({ task_id: found.task.id, status: 'succeeded', repeated: true })
+      : null;
   const found = await leaseFind(c.var.db, leaseId);
-  if (found && !found.current && call.kind === 'complete' && found.task.status === 'succeeded') {
-    // `complete` repeated on the lease that completed the task: the same answer again.
-    return c.json({ task_id: found.task.id, status: 'succeeded', repeated: true });
-  }
+  const again = repeated(found);
+  if (again) return again;
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
   if (await endLease(c.var.db, found.task, call)) {
     c.var.kick();
     const after = (await leaseFind(c.var.db, leaseId))?.task;
     return c.json({ task_id: found.task.id, status: after?.status ?? null });
   }
-  throw lostOrCancelled((await leaseFind(c.var.db, leaseId))?.task ?? null);
+  const now = await leaseFind(c.var.db, leaseId);
+  const raced = repeated(now);
+  if (raced) return raced;
+  throw lostOrCancelled(now?.task ?? null);
 }
 
 /** Ends a held lease by a lease call; false when the lease was no longer held and unexpired. */
 async function endLease(db: Db, task: Task, call: LeaseCall): Promise<boolean> {
   const lease = task.lease!;
   const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
-  const held = await leaseSettleMany(
-    db,
-    [{ taskId: task.id, leaseId: lease.id, leasedAt: lease.leasedAt, attempt: task.attempts, settlement, durationMs: null }],
-    { requireUnexpired: true },
-  );
+  const held = await leaseSettleMany(db, [
+    {
+      taskId: task.id,
+      leaseId: lease.id,
+      leasedAt: lease.leasedAt,
+      attempt: task.attempts,
+      settlement,
+      durationMs: null,
+      require: 'unexpired',
+    },
+  ]);
   return held.has(task.id);
 }
 
@@ -122,10 +139,8 @@ function lostOrCancelled(task: Task | null, why = 'the lease is no longer held')
   return new ConflictError(409, 'lease_lost', `${why}: it expired, was reclaimed or has ended; change nothing`);
 }
 
-async function readOptionalJson(request: Request): Promise<unknown> {
-  if (request.headers.get('content-length') === '0' || !request.body) return {};
-  const text = await request.clone().text();
-  return text.trim() === '' ? {} : readJson(request, LIMITS.requestBytes);
+function readOptionalJson(request: Request): Promise<unknown> {
+  return readJson(request, LIMITS.requestBytes, { empty: {} });
 }
 
 function parse<T extends z.ZodType>(schema: T, value: unknown): z.infer<T> {

@@ -71,7 +71,9 @@ export type SignatureCheck =
   | 'issuer'
   | 'body'
   /** The same push (lease) was verified before by this receiver. */
-  | 'replay';
+  | 'replay'
+  /** The public keys could not be fetched: not the push's fault; try again later. */
+  | 'keys_unavailable';
 
 export class SignatureError extends Error {
   override name = 'SignatureError';
@@ -143,6 +145,13 @@ function toSignatureError(error: unknown): SignatureError {
   }
   if (error instanceof errors.JWKSNoMatchingKey) {
     return new SignatureError('unknown_key', 'no known key matches the signature (kid)', { cause: error });
+  }
+  if (
+    error instanceof errors.JWKSTimeout ||
+    error instanceof errors.JWKSInvalid ||
+    (error instanceof TypeError && /fetch/i.test(error.message))
+  ) {
+    return new SignatureError('keys_unavailable', `the public keys could not be fetched: ${error.message}`, { cause: error });
   }
   if (error instanceof errors.JWSSignatureVerificationFailed) {
     return new SignatureError('signature', 'the signature does not verify', { cause: error });
