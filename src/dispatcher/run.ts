@@ -97,6 +97,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         attempt: task.attempts,
         settlement,
         durationMs,
+        ...(require ? { require } : {}),
       });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);
