@@ -14,8 +14,8 @@
  * Every ending is a compare-and-set on the lease id (db/settle.ts, db/leases.ts): only the
  * holder of the current, unexpired lease changes anything. Expiry times are the database's.
  */
-import { decide, type Settlement } from './outcome.ts';
-import { LIMITS, type Task } from './types.ts';
+import { decide, giveBack, type Settlement } from './outcome.ts';
+import type { Task } from './types.ts';
 
 export type LeaseCall =
   | { kind: 'complete'; result: string | null }
@@ -31,23 +31,7 @@ export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number,
       return decide(task, { type: 'succeeded', result: call.result, status: 200 }, nowMs, random);
     case 'release':
       // Giving a task back costs no attempt, but counts as a deferral: it cannot go on forever.
-      if (task.deferrals >= LIMITS.maxDeferrals) {
-        return decide(
-          task,
-          { type: 'failed', retryable: true, error: `released more than ${LIMITS.maxDeferrals} times`, status: null },
-          nowMs,
-          random,
-        );
-      }
-      return {
-        status: 'pending',
-        reason: 'released',
-        runAt: new Date(nowMs + call.delayMs),
-        attemptsDelta: -1,
-        deferralsDelta: 1,
-        error: 'released by the lease holder',
-        httpStatus: null,
-      };
+      return giveBack(task, 'released', call.delayMs, 'released by the lease holder', null, nowMs, random);
     case 'fail': {
       const settlement = decide(task, { type: 'failed', retryable: call.retry, error: call.error, status: null }, nowMs, random);
       // The holder may say when to try again; the attempt is used all the same.

@@ -94,25 +94,12 @@ export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lea
     return { status: 'succeeded', result, httpStatus: outcome.status };
   }
   if (outcome.type === 'deferred') {
-    if (task.deferrals < LIMITS.maxDeferrals) {
-      return {
-        status: 'pending',
-        reason: 'deferred',
-        runAt: new Date(nowMs + outcome.delayMs),
-        attemptsDelta: -1,
-        deferralsDelta: 1,
-        error: `deferred by HTTP ${outcome.status} with Retry-After`,
-        httpStatus: outcome.status,
-      };
-    }
-    return decide(
+    return giveBack(
       task,
-      {
-        type: 'failed',
-        retryable: true,
-        error: `HTTP ${outcome.status}: Retry-After deferral limit (${LIMITS.maxDeferrals}) reached`,
-        status: outcome.status,
-      },
+      'deferred',
+      outcome.delayMs,
+      `deferred by HTTP ${outcome.status} with Retry-After`,
+      outcome.status,
       nowMs,
       random,
     );
@@ -131,4 +118,24 @@ export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lea
     error,
     httpStatus: outcome.status,
   };
+}
+
+/**
+ * A wait that uses no attempt (a Retry-After deferral, a release by the lease holder). Such
+ * waits are bounded: past `LIMITS.maxDeferrals` of them, the next one is a failed attempt.
+ */
+export function giveBack(
+  task: SettleInput,
+  reason: 'deferred' | 'released',
+  delayMs: number,
+  error: string,
+  httpStatus: number | null,
+  nowMs: number,
+  random: number,
+): Settlement {
+  if (task.deferrals >= LIMITS.maxDeferrals) {
+    const why = `${error}, past the limit of ${LIMITS.maxDeferrals} waits that use no attempt`;
+    return decide(task, { type: 'failed', retryable: true, error: why, status: httpStatus }, nowMs, random);
+  }
+  return { status: 'pending', reason, runAt: new Date(nowMs + delayMs), attemptsDelta: -1, deferralsDelta: 1, error, httpStatus };
 }
