@@ -76,7 +76,10 @@ export interface Config {
   maxLeaseMs: number;
   pushTimeoutMs: number;
   maxClaimBatch: number;
+  /** Pushes in flight per dispatcher (per shard on Workers). */
   dispatchParallelism: number;
+  /** Workers: pusher Durable Objects the scheduler may wake at once. */
+  dispatchShards: number;
   /** Outgoing requests one dispatcher run may make (Workers count subrequests per invocation). */
   maxSubrequests: number;
   /** Leased tasks across all queues at once; `null` = no cluster cap. */
@@ -144,7 +147,10 @@ const envSchema = z
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
     SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
     SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
-    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(4),
+    // Workers allow 6 connections waiting for response headers per invocation (an open
+    // database socket no longer counts): 6 pushes per shard.
+    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
+    SLUICE_DISPATCH_SHARDS: int(1, 256).default(4),
     SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
     SLUICE_CLUSTER_CAP: int(1, 1_000_000).optional(),
     SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
@@ -192,6 +198,7 @@ export function loadConfig(env: Env): Config {
     pushTimeoutMs: e.SLUICE_PUSH_TIMEOUT_MS,
     maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
     dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,
+    dispatchShards: e.SLUICE_DISPATCH_SHARDS,
     maxSubrequests: e.SLUICE_MAX_SUBREQUESTS,
     clusterCap: e.SLUICE_CLUSTER_CAP ?? null,
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
@@ -237,6 +244,7 @@ export function describeLimits(config: Config): string {
     `push timeout ${config.pushTimeoutMs} ms`,
     `claim batch ${config.maxClaimBatch}`,
     `parallelism ${config.dispatchParallelism}`,
+    `shards ${config.dispatchShards}`,
     `cluster cap ${config.clusterCap ?? 'none'}`,
     ...Object.entries(config.queues).map(([name, q]) => {
       const limits = [

@@ -1,23 +1,45 @@
 /**
- * The Cloudflare Worker: the API (`fetch`) and the cron-triggered dispatcher (`scheduled`).
- * The database is reached with the Neon driver, one Pool per invocation.
+ * The Cloudflare Worker: the API (`fetch`), the cron safety net (`scheduled`), and the
+ * dispatch Durable Objects (DESIGN.md §6): the scheduler, which holds the one alarm set to the
+ * next due time, and the pusher shards, which claim and push. The API reaches Postgres with
+ * the Neon driver, one Pool per request.
  */
 import { createApp } from './api/app.ts';
 import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
+import { pokeNow } from './core/wake.ts';
 import { openNeonDb } from './db/neon.ts';
-import { runDispatcher } from './dispatcher/entry.ts';
+import { dispatchRun } from './dispatcher/run.ts';
+import { loadKeyring } from './security/keyring.ts';
+import { schedulerOf } from './worker/bindings.ts';
+
+export { Pusher } from './worker/pusher.ts';
+export { Scheduler } from './worker/scheduler.ts';
 
 const app = createApp({
   openDb: openNeonDb,
-  kick(config, _env, ctx) {
-    ctx.waitUntil(runDispatcher(config, openNeonDb, 'kick').catch((error) => console.error('sluice: kicked dispatcher run failed', error)));
+  poke(poke, _config, env, ctx) {
+    ctx.waitUntil(
+      schedulerOf(env)
+        .poke(poke)
+        .catch((error) => console.error('sluice: poking the scheduler failed', error)),
+    );
   },
 });
 
 export default {
   fetch: app.fetch,
+  /** Every minute: repair a lost or late alarm (a poke for now) and reap expired leases. */
   async scheduled(_controller: { cron: string; scheduledTime: number }, env: Env, _ctx: ExecutionContextLike): Promise<void> {
-    await runDispatcher(loadConfig(env), openNeonDb, 'cron');
+    const config = loadConfig(env);
+    const db = openNeonDb(config);
+    try {
+      await Promise.all([
+        schedulerOf(env).poke(pokeNow(Date.now(), 0)),
+        dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
+      ]);
+    } finally {
+      await db.close();
+    }
   },
 };

@@ -1,10 +1,11 @@
 /**
- * The Hono app: routes, the per-request context (config, database, kick) and the one error
+ * The Hono app: routes, the per-request context (config, database, poke) and the one error
  * mapping. Platform differences (Workers vs a long-lived server) come in through `Platform`.
  */
 import { Hono } from 'hono';
 import { loadConfig } from '../config.ts';
 import { ConfigError } from '../core/errors.ts';
+import { pokeNow } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
@@ -31,12 +32,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
       query: (text, params) => open().query(text, params),
       transaction: (fn) => open().transaction(fn),
     });
-    let kicked = false;
-    c.set('kick', () => {
-      if (kicked) return;
-      kicked = true;
-      platform.kick(config, c.env, c.executionCtx);
-    });
+    c.set('poke', (poke = pokeNow(Date.now())) => platform.poke(poke, config, c.env, c.executionCtx));
     try {
       await next();
     } finally {

@@ -1,5 +1,6 @@
-/** What every request handler can reach: the config, the database, and the dispatcher kick. */
+/** What every request handler can reach: the config, the database, and the dispatcher poke. */
 import type { Config, Env } from '../config.ts';
+import type { Poke } from '../core/wake.ts';
 import type { Db, OpenDb } from '../db/db.ts';
 import type { Keyring } from '../security/keyring.ts';
 
@@ -11,8 +12,8 @@ export interface ExecutionContextLike {
 export interface Platform {
   /** A database handle for one request; closed when the request is done. */
   openDb(config: Config): OpenDb;
-  /** Starts dispatching soon, without delaying the response. */
-  kick(config: Config, env: Env, ctx: ExecutionContextLike): void;
+  /** Tells the dispatcher that work comes due (DESIGN.md §6), without delaying the response. */
+  poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
 }
 
 export interface AppEnv {
@@ -21,6 +22,7 @@ export interface AppEnv {
     config: Config;
     db: Db;
     keyring: () => Promise<Keyring>;
-    kick: () => void;
+    /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */
+    poke: (poke?: Poke) => void;
   };
 }

@@ -12,8 +12,13 @@
  * - claim pass: one atomic count-and-claim statement run by a dispatcher.
  * - settle: recording the outcome of a lease (succeeded, retry later, dead) with a
  *   compare-and-set on the lease id.
- * - kick: a dispatcher run started at once by an event (an enqueue, a lease ending)
- *   rather than by the cron.
+ * - due: a pending task whose `run_at` has come, or a lease past its expiry. Dispatch wakes
+ *   at the next due time (core/wake.ts), never on a fixed tick.
+ * - poke: telling the dispatcher that work comes due, now (a lease ended, a limit changed)
+ *   or at a time (an enqueue); on Workers it goes to the scheduler Durable Object, on Node to
+ *   the dispatch loop and, through NOTIFY, to the other instances.
+ * - shard: one of the Worker's pusher Durable Objects; each runs reap → claim → push → settle
+ *   with its own connection budget, and all claim through the one Postgres claim.
  */
 
 export const TASK_STATUSES = ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] as const;

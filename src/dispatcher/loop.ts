@@ -1,52 +1,129 @@
 /**
- * The dispatcher for a long-lived process (self-hosting on Node, Bun or Deno): one run at a
- * time, started by a kick or by a timer that stands in for the cron. A kick during a run
- * makes one more run follow it, so no wake-up is lost.
+ * The dispatcher of a long-lived process (self-hosting on Node, Bun or Deno): one run at a
+ * time, and between runs a sleep until the next due time (DESIGN.md §6), never a fixed tick.
+ * A poke (this process's API, or another instance's through LISTEN/NOTIFY) wakes it earlier;
+ * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
+ * only the fallback for wake-ups that never arrive.
  */
-import type { RunReport } from './run.ts';
+import { wakeAt } from '../core/wake.ts';
+import { DUE_EVENT, type RunReport } from './run.ts';
+
+export interface Timers {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export interface LoopOptions {
+  /** The longest sleep when nothing is due: the fallback poll. */
+  maxSleepMs: number;
+  /** After a failed run, wait this long (doubling up to `maxSleepMs`) before the next. */
+  errorBackoffMs?: number;
+  timers?: Timers;
+  onError?: (error: unknown) => void;
+}
+
+const systemTimers: Timers = {
+  now: Date.now,
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
 
 export class DispatchLoop {
+  #run: (signal: AbortSignal, nudges: EventTarget) => Promise<RunReport>;
+  #nudges = new EventTarget();
+  #options: Required<Omit<LoopOptions, 'timers' | 'onError'>>;
+  #timers: Timers;
+  #onError: (error: unknown) => void;
   #running: Promise<void> | null = null;
   #again = false;
-  #timer: ReturnType<typeof setInterval> | null = null;
-  #run: () => Promise<RunReport>;
-  #onError: (error: unknown) => void;
+  #timer: { handle: unknown; atMs: number } | null = null;
+  #abort = new AbortController();
+  #failures = 0;
+  /** A wake-up for a future time that arrived during a run: honoured after it. */
+  #pendingAt = Number.POSITIVE_INFINITY;
 
-  constructor(run: () => Promise<RunReport>, onError: (error: unknown) => void = (e) => console.error('sluice: dispatcher run failed', e)) {
+  constructor(run: (signal: AbortSignal, nudges: EventTarget) => Promise<RunReport>, options: LoopOptions) {
     this.#run = run;
-    this.#onError = onError;
+    this.#options = { maxSleepMs: options.maxSleepMs, errorBackoffMs: options.errorBackoffMs ?? 250 };
+    this.#timers = options.timers ?? systemTimers;
+    this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed', e));
   }
 
-  /** Starts a run now, or right after the current one. */
-  wake(): void {
-    if (this.#running) {
-      this.#again = true;
+  /** Work comes due at `atMs` (default: now). Runs now, or makes sure a run starts by then. */
+  wake(atMs?: number): void {
+    if (this.#abort.signal.aborted) return;
+    if (atMs !== undefined && atMs > this.#timers.now()) {
+      if (!this.#running) this.#sleepUntil(atMs);
+      else this.#pendingAt = Math.min(this.#pendingAt, atMs);
       return;
     }
+    if (this.#running) {
+      // The run claims again now if it is waiting on pushes, and another run follows it in
+      // case it was past its last claim.
+      this.#again = true;
+      this.#nudges.dispatchEvent(new Event(DUE_EVENT));
+      return;
+    }
+    this.#clearTimer();
     this.#running = this.#loop();
   }
 
-  start(intervalMs: number): void {
-    this.#timer ??= setInterval(() => this.wake(), intervalMs);
+  start(): void {
     this.wake();
   }
 
+  /** Stops claiming, lets pushes in flight finish and settle, and resolves when all is done. */
   async stop(): Promise<void> {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = null;
-    this.#again = false;
+    this.#abort.abort();
+    this.#clearTimer();
     await this.#running;
   }
 
   async #loop(): Promise<void> {
-    do {
+    let next: number;
+    for (;;) {
       this.#again = false;
       try {
-        await this.#run();
+        const report = await this.#run(this.#abort.signal, this.#nudges);
+        this.#failures = 0;
+        next = wakeAt(report, this.#timers.now(), this.#options.maxSleepMs);
       } catch (error) {
         this.#onError(error);
+        this.#failures++;
+        const backoff = this.#options.errorBackoffMs * 2 ** Math.min(this.#failures - 1, 16);
+        next = this.#timers.now() + Math.min(backoff, this.#options.maxSleepMs);
       }
-    } while (this.#again);
+      if (this.#abort.signal.aborted) break;
+      next = Math.min(next, this.#pendingAt);
+      this.#pendingAt = Number.POSITIVE_INFINITY;
+      // A poke that came during the run, or work already due: run again at once (after a
+      // failure, only once the backoff has passed).
+      if (this.#failures === 0 && (this.#again || next <= this.#timers.now())) continue;
+      this.#running = null;
+      this.#sleepUntil(next);
+      return;
+    }
     this.#running = null;
+  }
+
+  /** Sleeps until `atMs`, unless a wake-up is set for earlier already. */
+  #sleepUntil(atMs: number): void {
+    if (this.#timer && this.#timer.atMs <= atMs) return;
+    this.#clearTimer();
+    if (!Number.isFinite(atMs)) return;
+    const handle = this.#timers.setTimeout(
+      () => {
+        this.#timer = null;
+        this.wake();
+      },
+      Math.max(0, atMs - this.#timers.now()),
+    );
+    this.#timer = { handle, atMs };
+  }
+
+  #clearTimer(): void {
+    if (this.#timer) this.#timers.clearTimeout(this.#timer.handle);
+    this.#timer = null;
   }
 }

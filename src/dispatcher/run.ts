@@ -1,7 +1,8 @@
 /**
  * A dispatcher run: reap → claim → push → settle, looping until nothing is claimable or the
- * run's time budget is spent (DESIGN.md §6). Pushes run in parallel up to the configured
- * parallelism; a new claim pass starts when a push frees a place, never in a busy loop.
+ * run's time budget is spent, and then reading when the next thing comes due (DESIGN.md §6).
+ * Pushes run in parallel up to the configured parallelism; a new claim pass starts when a
+ * push frees a place, never in a busy loop.
  */
 import { type Config, claimQueuesJson } from '../config.ts';
 import { expiryOutcome } from '../core/lease.ts';
@@ -9,11 +10,15 @@ import { classifyPush, decide, type Outcome, type PushResult } from '../core/out
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
+import { nextDueInMs } from '../db/due.ts';
 import { reapOverdue } from '../db/reap.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
+
+/** The event type a run listens for on `RunOptions.nudges`. */
+export const DUE_EVENT = 'due';
 
 export interface DispatchDeps {
   db: Db;
@@ -32,6 +37,14 @@ export interface RunOptions {
   maxPushes?: number;
   /** Largest number of expired leases settled by this run's reap step. */
   reapLimit?: number;
+  /** Only reap: claim nothing (the Worker's cron). */
+  reapOnly?: boolean;
+  /** Once aborted, the run claims nothing more; pushes already started are settled. */
+  signal?: AbortSignal;
+  /** A `due` event on it says more work came due while the run waits on its pushes: claim again now. */
+  nudges?: EventTarget;
+  /** Called once, the first time a claim pass fills every place: there may be more work than this run can push. */
+  onBusy?: () => void;
 }
 
 export interface RunReport {
@@ -47,8 +60,12 @@ export interface RunReport {
   lost: number;
   /** Pushes answered with `Sluice-Ack: lease`: the endpoint holds the lease. */
   leaseKept: number;
-  /** Database round trips: reap, claim passes and settle writes. */
+  /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
   roundTrips: number;
+  /** The run stopped for its budget (time, pushes) rather than for want of work: run again at once. */
+  more: boolean;
+  /** When the run ended with nothing claimable: ms until the next task or lease comes due; `null` = nothing waits on time. */
+  nextDueInMs: number | null;
 }
 
 export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
@@ -67,6 +84,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     lost: 0,
     leaseKept: 0,
     roundTrips: 0,
+    more: false,
+    nextDueInMs: null,
   };
   const settler = new Settler(db);
   const queuesJson = claimQueuesJson(config);
@@ -121,15 +140,26 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     }),
   );
 
+  if (options.reapOnly) return report;
+
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
   let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
   let lastPassFull = true;
+  let busy = false;
+  let idle = false; // ended because nothing was claimable and nothing was in flight
   let onFreed: () => void = () => {};
+  const stopped = () => options.signal?.aborted === true;
+  options.signal?.addEventListener('abort', () => onFreed(), { once: true });
+  const nudged = () => {
+    freed = true;
+    onFreed();
+  };
+  options.nudges?.addEventListener(DUE_EVENT, nudged);
 
   try {
     const maxPushes = options.maxPushes ?? Number.POSITIVE_INFINITY;
-    while (now() < deadline && report.claimed < maxPushes) {
+    while (now() < deadline && report.claimed < maxPushes && !stopped()) {
       const room = Math.min(config.dispatchParallelism - inFlight.size, maxPushes - report.claimed);
       if (room > 0 && (freed || lastPassFull)) {
         const want = Math.min(room, config.maxClaimBatch);
@@ -142,6 +172,10 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         report.claimed += batch.length;
         freed = false;
         lastPassFull = batch.length === want;
+        if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
+          busy = true;
+          options.onBusy?.();
+        }
         for (const task of batch) {
           const work: Promise<void> = pushTask(task, pushDeps)
             .then((result: PushResult) => settle(task, classifyPush(result, now()), result.durationMs))
@@ -155,7 +189,10 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         }
         if (batch.length > 0) continue;
       }
-      if (inFlight.size === 0) break;
+      if (inFlight.size === 0) {
+        idle = true;
+        break;
+      }
       // Wait for a push to end, unless one already did while the claim pass ran.
       if (!freed) {
         await new Promise<void>((resolve) => {
@@ -164,10 +201,18 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       }
     }
   } finally {
+    options.nudges?.removeEventListener(DUE_EVENT, nudged);
     // Whatever ends the run (a database error included), pushes already made are settled.
     await Promise.allSettled(inFlight);
     await settler.flush();
   }
   report.roundTrips += settler.writes;
+  if (stopped()) return report;
+  // Stopped by its budget, not for want of work: whatever is left is due now.
+  report.more = !idle;
+  if (idle) {
+    report.roundTrips++;
+    report.nextDueInMs = await withDbRetry(() => nextDueInMs(db));
+  }
   return report;
 }

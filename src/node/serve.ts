@@ -1,6 +1,7 @@
 /**
  * Self-hosting on Node: the same app and dispatcher as the Worker, over node-postgres and any
  * `DATABASE_URL`, configured by the same environment variables. `npm run serve`.
+ * SIGINT/SIGTERM shut down gracefully: claiming stops, pushes in flight finish, then it exits.
  */
 import { z } from 'zod';
 import { describeLimits, loadConfig } from '../config.ts';
@@ -11,18 +12,24 @@ const parsed = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65_535).default(8787),
     HOST: z.string().min(1).default('127.0.0.1'),
-    SLUICE_POLL_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(5_000),
+    SLUICE_POLL_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   })
   .safeParse(env);
 if (!parsed.success) {
   console.error(`sluice: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   process.exit(2);
 }
-const sluice = await startNodeSluice({ env, port: parsed.data.PORT, host: parsed.data.HOST, pollMs: parsed.data.SLUICE_POLL_INTERVAL_MS });
+const sluice = await startNodeSluice({
+  env,
+  port: parsed.data.PORT,
+  host: parsed.data.HOST,
+  maxSleepMs: parsed.data.SLUICE_POLL_INTERVAL_MS,
+});
 console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(loadConfig(env))}`);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, async () => {
+    console.log(`sluice: ${signal}: no new claims; waiting for pushes in flight`);
     await sluice.close();
     process.exit(0);
   });

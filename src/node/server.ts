@@ -1,7 +1,8 @@
 /**
- * Sluice as one long-lived Node process: the app over node-postgres, served over HTTP, with a
- * dispatch loop that a kick wakes and a timer stands in for the cron. Used by `npm run serve`
- * and by tests that need the lease API reachable over real HTTP.
+ * Sluice as one long-lived process (Node, Bun, Deno): the app over node-postgres, served over
+ * HTTP, with a dispatch loop that sleeps until the next due time. Pokes from this process's
+ * API wake it directly and reach other instances through LISTEN/NOTIFY. Used by
+ * `npm run serve` and by tests that need the lease API reachable over real HTTP.
  */
 import { serve } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
@@ -11,34 +12,53 @@ import { DispatchLoop } from '../dispatcher/loop.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
+import { startWakeChannel } from './wake-channel.ts';
 
 export interface NodeSluice {
   url: string;
-  loop: DispatchLoop;
+  loop: DispatchLoop | null;
+  /** Graceful: stops claiming, lets pushes in flight finish and settle, then closes. */
   close(): Promise<void>;
 }
+
+/** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
+const RUN_BUDGET_MS = 30_000;
 
 export async function startNodeSluice(options: {
   env: Record<string, string | undefined>;
   port?: number;
   host?: string;
-  /** How often the loop runs without a kick. Default 5 s. */
-  pollMs?: number;
+  /** The longest the loop sleeps when nothing is due: the fallback for lost wake-ups. Default 30 s. */
+  maxSleepMs?: number;
   /** Connections to Postgres. Default 20. */
   poolSize?: number;
+  /** Run a dispatcher in this process. Default true; false serves only the API. */
+  dispatch?: boolean;
 }): Promise<NodeSluice> {
   const config = loadConfig(options.env);
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20);
   const shared: OpenDb = { ...db, close: async () => {} };
   const keyring = await loadKeyring(config.signingKeys);
-  const loop = new DispatchLoop(() => dispatchRun({ db, config, keyring }, { budgetMs: 30_000 }));
+  const loop =
+    options.dispatch === false
+      ? null
+      : new DispatchLoop((signal, nudges) => dispatchRun({ db, config, keyring }, { budgetMs: RUN_BUDGET_MS, signal, nudges }), {
+          maxSleepMs: options.maxSleepMs ?? 30_000,
+        });
+  const channel = startWakeChannel({ databaseUrl: config.databaseUrl, db, onPoke: (poke) => loop?.wake(poke.atMs) });
   // A long-lived process has no invocation to extend: background work just runs.
   const ctx = {
     waitUntil: (p: Promise<unknown>) => void p.catch((e) => console.error('sluice: background work failed', e)),
     passThroughOnException: () => {},
     props: {},
   };
-  const app = createApp({ openDb: () => shared, kick: () => loop.wake() });
+  const app = createApp({
+    openDb: () => shared,
+    poke(poke) {
+      loop?.wake(poke.atMs);
+      channel.announce(poke);
+    },
+  });
   const host = options.host ?? '127.0.0.1';
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: (request) => app.fetch(request, options.env, ctx), port: options.port ?? 0, hostname: host }, () =>
@@ -46,13 +66,15 @@ export async function startNodeSluice(options: {
     );
   });
   const address = server.address() as { port: number };
-  loop.start(options.pollMs ?? 5_000);
+  loop?.start();
   return {
     url: `http://${host}:${address.port}`,
     loop,
     async close() {
+      // The API stays up while pushes drain: their endpoints may still call the lease API.
+      await loop?.stop();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await loop.stop();
+      await channel.close();
       await db.close();
     },
   };

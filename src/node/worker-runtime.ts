@@ -27,6 +27,7 @@ export async function bundleWorker(): Promise<string> {
     platform: 'browser',
     conditions: ['workerd', 'worker', 'browser'],
     target: 'es2022',
+    external: ['cloudflare:*'],
     write: false,
     logLevel: 'silent',
   });
@@ -44,6 +45,11 @@ export async function startWorker(options: { vars: Record<string, string>; port?
     script,
     compatibilityDate: COMPATIBILITY_DATE,
     bindings: options.vars,
+    // As wrangler.toml declares them: SQLite-backed, so they run on the free plan too.
+    durableObjects: {
+      SCHEDULER: { className: 'Scheduler', useSQLite: true },
+      PUSHERS: { className: 'Pusher', useSQLite: true },
+    },
     host: '127.0.0.1',
     port: options.port ?? 0,
     unsafeTriggerHandlers: true,

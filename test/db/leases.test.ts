@@ -23,7 +23,6 @@ beforeAll(async () => {
       SLUICE_MAX_LEASE_MS: '60000',
       SLUICE_QUEUES: JSON.stringify({ single: { concurrency: 1 } }),
     }),
-    pollMs: 100,
   });
 });
 afterAll(async () => {

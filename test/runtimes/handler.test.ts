@@ -30,7 +30,6 @@ beforeAll(async () => {
   const secrets = await makeSecrets();
   sluice = await startNodeSluice({
     env: testEnv(secrets, t.url, { SLUICE_LEASE_MS: '2000', SLUICE_PUSH_TIMEOUT_MS: '1500', SLUICE_DISPATCH_PARALLELISM: '8' }),
-    pollMs: 200,
   });
   apiKey = secrets.apiKey;
   client = new SluiceClient({ baseUrl: sluice.url, apiKey });

@@ -33,7 +33,7 @@ let stop = () => {};
 beforeAll(async () => {
   if (!hasPyJwt) return;
   [t, secrets] = await Promise.all([createTestDatabase(), makeSecrets()]);
-  sluice = await startNodeSluice({ env: testEnv(secrets, t.url), pollMs: 200 });
+  sluice = await startNodeSluice({ env: testEnv(secrets, t.url) });
 });
 afterAll(async () => {
   stop();

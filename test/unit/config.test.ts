@@ -23,7 +23,8 @@ describe('loadConfig', () => {
       leaseMs: 60_000,
       pushTimeoutMs: 30_000,
       maxClaimBatch: 32,
-      dispatchParallelism: 4,
+      dispatchParallelism: 6,
+      dispatchShards: 4,
       allowPrivateTargets: false,
       issuer: 'sluice',
     });

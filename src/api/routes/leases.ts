@@ -62,7 +62,7 @@ leases.post('/:lease/heartbeat', async (c) => {
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
   if (task.cancelRequestedAt !== null) {
     await endLease(c.var.db, task, { kind: 'release', delayMs: 0 });
-    c.var.kick();
+    c.var.poke();
     throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
   }
   throw lostOrCancelled((await leaseFind(c.var.db, leaseId))?.task ?? null, 'the lease expired or reached its maximum length');
@@ -106,7 +106,7 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   if (again) return again;
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
   if (await endLease(c.var.db, found.task, call)) {
-    c.var.kick();
+    c.var.poke();
     const after = (await leaseFind(c.var.db, leaseId))?.task;
     return c.json({ task_id: found.task.id, status: after?.status ?? null });
   }

@@ -69,14 +69,14 @@ queues.put('/:queue', requireScope('admin'), async (c) => {
   const parsed = overridePatchSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   await queueOverridePatch(c.var.db, name, parsed.data);
-  c.var.kick();
+  c.var.poke();
   return c.json(await describeQueue(c.var.config, c.var.db, name));
 });
 
 queues.delete('/:queue', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));
   if (!(await queueOverrideDelete(c.var.db, name))) throw new NotFoundError(`an override of queue ${name}`);
-  c.var.kick();
+  c.var.poke();
   return c.json(await describeQueue(c.var.config, c.var.db, name));
 });
 
@@ -87,7 +87,7 @@ for (const [action, paused] of [
   queues.post(`/:queue/${action}`, requireScope('admin'), async (c) => {
     const name = queueName(c.req.param('queue'));
     await queueOverridePatch(c.var.db, name, { paused });
-    if (!paused) c.var.kick();
+    if (!paused) c.var.poke();
     return c.json(await describeQueue(c.var.config, c.var.db, name));
   });
 }
@@ -100,7 +100,7 @@ queues.put('/:queue/keys/:key', requireScope('admin'), async (c) => {
   const parsed = keyLimitSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   await keyLimitPut(c.var.db, name, key, parsed.data.limit);
-  c.var.kick();
+  c.var.poke();
   return c.json({ queue: name, key, limit: parsed.data.limit, source: 'override' });
 });
 
@@ -108,7 +108,7 @@ queues.delete('/:queue/keys/:key', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));
   const key = concurrencyKey(c.req.param('key'));
   if (!(await keyLimitDelete(c.var.db, name, key))) throw new NotFoundError(`a limit for key ${key} of queue ${name}`);
-  c.var.kick();
+  c.var.poke();
   return c.body(null, 204);
 });
 
@@ -155,7 +155,7 @@ queues.post('/:queue/leases/:lease/release', requireScope('admin'), async (c) =>
   const lease = c.req.param('lease');
   const taskId = UUID.test(lease) ? await leaseForceRelease(c.var.db, name, lease) : null;
   if (!taskId) throw new NotFoundError(`a lease ${lease} held in queue ${name}`);
-  c.var.kick();
+  c.var.poke();
   return c.json({ released: true, task_id: taskId, lease_id: lease });
 });
 

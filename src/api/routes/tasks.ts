@@ -4,6 +4,7 @@ import type { Config } from '../../config.ts';
 import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
+import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import { type AttemptRecord, taskAttempts } from '../../db/leases.ts';
 import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList, taskRedrive } from '../../db/tasks.ts';
 import { requireScope } from '../auth.ts';
@@ -18,7 +19,7 @@ tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
   const [task] = validateTasks([raw], c.var.config, '');
   const [result] = await taskInsertMany(c.var.db, [task as NewTask]);
-  c.var.kick();
+  pokeForNew(c.var.poke, [result as Enqueued]);
   return c.json(enqueuedView(result as Enqueued), result?.deduplicated ? 200 : 201);
 });
 
@@ -28,7 +29,7 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const newTasks = validateTasks(parsed.data.tasks, c.var.config, 'tasks');
   const results = await taskInsertMany(c.var.db, newTasks);
-  c.var.kick();
+  pokeForNew(c.var.poke, results);
   return c.json({ tasks: results.map(enqueuedView) }, 201);
 });
 
@@ -78,9 +79,18 @@ tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
   const id = taskId(c.req.param('id'));
   if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
   const task = await taskRedrive(c.var.db, id);
-  c.var.kick();
+  c.var.poke();
   return c.json(taskView(task));
 });
+
+/** Tells the dispatcher when the tasks just written come due (a deduplicated hit adds nothing). */
+function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued[]): void {
+  const p = pokeForTasks(
+    results.filter((r) => !r.deduplicated).map((r) => r.task.runAt),
+    Date.now(),
+  );
+  if (p) poke(p);
+}
 
 function enqueuedView(e: Enqueued) {
   return { ...taskView(e.task), deduplicated: e.deduplicated };

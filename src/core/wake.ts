@@ -1,0 +1,53 @@
+/**
+ * When dispatch should wake, and how widely (DESIGN.md §6). Pure: the clock is passed in.
+ * Dispatch is driven by the next due time, never by a fixed tick: an event that makes work
+ * due now (an enqueue, a lease end, a limit change) is a `Poke`, and every dispatch run ends
+ * by reading when the next thing comes due.
+ */
+
+/** Something became due: `atMs` (epoch ms; now or later), and how many tasks it concerns. */
+export interface Poke {
+  atMs: number;
+  /** Tasks that come due then; 1 for an event that frees one slot; 0 when unknown. */
+  tasks: number;
+}
+
+/** A poke for work that is due now (a lease ended, a limit changed, a task was redriven). */
+export const pokeNow = (nowMs: number, tasks = 1): Poke => ({ atMs: nowMs, tasks });
+
+/** The poke an enqueue makes: due at the earliest `run_at` among the new tasks. */
+export function pokeForTasks(runAts: readonly Date[], nowMs: number): Poke | null {
+  if (runAts.length === 0) return null;
+  const atMs = Math.max(nowMs, Math.min(...runAts.map((d) => d.getTime())));
+  return { atMs, tasks: runAts.filter((d) => d.getTime() <= atMs).length };
+}
+
+/**
+ * The epoch time to wake at after a run: `null` = nothing is due (sleep until poked, or at
+ * most `maxSleepMs` where a fallback poll is wanted). A run that stopped with work left
+ * (`more`) wakes at once.
+ */
+export function wakeAt(
+  report: { more: boolean; nextDueInMs: number | null },
+  nowMs: number,
+  maxSleepMs = Number.POSITIVE_INFINITY,
+): number {
+  if (report.more) return nowMs;
+  const sleep = Math.min(report.nextDueInMs ?? Number.POSITIVE_INFINITY, maxSleepMs);
+  return nowMs + Math.max(0, sleep);
+}
+
+/**
+ * How many pusher shards a wake-up starts: enough for the announced tasks at `parallelism`
+ * pushes per shard, at least one, at most `shards`. Backlog nobody announced (delayed tasks
+ * coming due together) is found by the claims themselves: a shard whose pass fills every
+ * place wakes the next shard (`nextShard`).
+ */
+export function shardsToWake(announcedTasks: number, parallelism: number, shards: number): number {
+  return Math.min(shards, Math.max(1, Math.ceil(announcedTasks / parallelism)));
+}
+
+/** The shard a busy shard recruits: the next one, never wrapping round (shard 0 is first). */
+export function nextShard(index: number, shards: number): number | null {
+  return index + 1 < shards ? index + 1 : null;
+}

@@ -1,0 +1,25 @@
+/**
+ * When the next thing comes due (DESIGN.md §6): the earliest future `run_at` of a pending task
+ * (delayed, retried, deferred) and the earliest lease expiry. Two index probes
+ * (`tasks_delayed`, `tasks_leased`), measured on the database's clock so that a dispatcher
+ * whose clock differs still wakes on time.
+ */
+import type { Queryable } from './db.ts';
+
+const NEXT_DUE = `
+select greatest(0, ceil(extract(epoch from least(
+  (select run_at from sluice.tasks
+   where status = 'pending' and run_at > created_at and run_at > clock_timestamp()
+   order by run_at limit 1),
+  (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1)
+) - clock_timestamp()) * 1000))::float8 as due_in_ms`;
+
+/**
+ * Milliseconds until the next pending task comes due or the next lease expires (0 when a
+ * lease has expired already); `null` when nothing is waiting on time. Due work blocked by a
+ * limit is not counted: only a lease end or a limit change frees it, and those poke.
+ */
+export async function nextDueInMs(db: Queryable): Promise<number | null> {
+  const [row] = await db.query<{ due_in_ms: number | null }>(NEXT_DUE);
+  return row?.due_in_ms ?? null;
+}

@@ -1,0 +1,29 @@
+/**
+ * Wake-ups between self-hosted instances (DESIGN.md §6): an instance whose API made work due
+ * tells the others with NOTIFY; each LISTENs on its own connection. The payload is a `Poke`
+ * and the sender's id, so an instance skips its own.
+ */
+import type { Poke } from '../core/wake.ts';
+import type { Queryable } from './db.ts';
+
+export const WAKE_CHANNEL = 'sluice_wake';
+export const LISTEN_WAKE = `listen ${WAKE_CHANNEL}`;
+
+export interface WakeMessage extends Poke {
+  from: string;
+}
+
+export async function wakeNotify(db: Queryable, message: WakeMessage): Promise<void> {
+  await db.query('select pg_notify($1, $2)', [WAKE_CHANNEL, JSON.stringify(message)]);
+}
+
+/** A notification's payload, or `null` when it is not one of ours. */
+export function parseWakeMessage(payload: string | undefined): WakeMessage | null {
+  try {
+    const m = JSON.parse(payload ?? '') as Partial<WakeMessage>;
+    if (typeof m.from === 'string' && typeof m.atMs === 'number' && typeof m.tasks === 'number') return m as WakeMessage;
+  } catch {
+    // Not ours: ignored.
+  }
+  return null;
+}

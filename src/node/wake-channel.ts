@@ -1,0 +1,94 @@
+/**
+ * LISTEN/NOTIFY between self-hosted instances: `announce` tells the others that work came due
+ * (coalesced: at most one NOTIFY in flight), and a dedicated connection listens for theirs.
+ * A lost listening connection is reopened with backoff, and the reopening counts as a wake-up,
+ * since notifications sent meanwhile are gone.
+ */
+import pg from 'pg';
+import type { Poke } from '../core/wake.ts';
+import type { Queryable } from '../db/db.ts';
+import { LISTEN_WAKE, parseWakeMessage, WAKE_CHANNEL, wakeNotify } from '../db/wake.ts';
+
+export interface WakeChannel {
+  announce(poke: Poke): void;
+  close(): Promise<void>;
+}
+
+export function startWakeChannel(options: {
+  databaseUrl: string;
+  /** Where NOTIFYs are sent from (the app's pool). */
+  db: Queryable;
+  onPoke: (poke: Poke) => void;
+  log?: Pick<Console, 'warn'>;
+}): WakeChannel {
+  const self = crypto.randomUUID();
+  const log = options.log ?? console;
+  let closed = false;
+  let client: pg.Client | null = null;
+  let failures = 0;
+  let retry: ReturnType<typeof setTimeout> | null = null;
+
+  const listen = async (): Promise<void> => {
+    if (closed) return;
+    const c = new pg.Client({ connectionString: options.databaseUrl });
+    client = c;
+    c.on('notification', (n) => {
+      if (n.channel !== WAKE_CHANNEL) return;
+      const message = parseWakeMessage(n.payload);
+      if (message && message.from !== self) options.onPoke({ atMs: message.atMs, tasks: message.tasks });
+    });
+    c.on('error', () => reopen(c));
+    c.on('end', () => reopen(c));
+    try {
+      await c.connect();
+      await c.query(LISTEN_WAKE);
+      // Anything announced while we were not listening is lost: look once now.
+      if (failures > 0) options.onPoke({ atMs: Date.now(), tasks: 0 });
+      failures = 0;
+    } catch (error) {
+      log.warn(`sluice: listening for wake-ups failed (${(error as Error).message}); retrying`);
+      reopen(c);
+    }
+  };
+  const reopen = (c: pg.Client) => {
+    if (closed || client !== c || retry) return;
+    client = null;
+    c.end().catch(() => {});
+    failures++;
+    retry = setTimeout(
+      () => {
+        retry = null;
+        void listen();
+      },
+      Math.min(10_000, 100 * 2 ** Math.min(failures, 7)),
+    );
+  };
+  void listen();
+
+  let pending: Poke | null = null;
+  let sending = false;
+  const send = async () => {
+    sending = true;
+    while (pending && !closed) {
+      const poke: Poke = pending;
+      pending = null;
+      // A lost NOTIFY costs at most the other instances' fallback poll.
+      await wakeNotify(options.db, { ...poke, from: self }).catch((e) => log.warn(`sluice: NOTIFY failed: ${(e as Error).message}`));
+    }
+    sending = false;
+  };
+
+  return {
+    announce(poke) {
+      pending = pending ? { atMs: Math.min(pending.atMs, poke.atMs), tasks: pending.tasks + poke.tasks } : poke;
+      if (!sending) void send();
+    },
+    async close() {
+      closed = true;
+      if (retry) clearTimeout(retry);
+      const c = client;
+      client = null;
+      await c?.end().catch(() => {});
+    },
+  };
+}

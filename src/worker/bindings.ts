@@ -1,0 +1,37 @@
+/**
+ * The Worker's Durable Objects as the rest of the Worker sees them (bindings declared in
+ * wrangler.toml): one scheduler per deployment, and `SLUICE_DISPATCH_SHARDS` pushers.
+ */
+import type { Env } from '../config.ts';
+import type { Poke } from '../core/wake.ts';
+
+/** The scheduler's RPC surface (worker/scheduler.ts). */
+export interface SchedulerRpc {
+  poke(poke: Poke): Promise<void>;
+}
+
+/** A pusher shard's RPC surface (worker/pusher.ts). */
+export interface PusherRpc {
+  wake(index: number): Promise<void>;
+}
+
+export const SCHEDULER_BINDING = 'SCHEDULER';
+export const PUSHERS_BINDING = 'PUSHERS';
+
+function namespace<T>(env: Env, binding: string): DurableObjectNamespace<T> {
+  const ns = env[binding] as DurableObjectNamespace<T> | undefined;
+  if (!ns) throw new Error(`the Durable Object binding ${binding} is missing: declare it in wrangler.toml (see README "Deploying")`);
+  return ns;
+}
+
+/** The deployment's one scheduler. */
+export function schedulerOf(env: Env): SchedulerRpc {
+  const ns = namespace<SchedulerRpc>(env, SCHEDULER_BINDING);
+  return ns.get(ns.idFromName('scheduler'));
+}
+
+/** Pusher shard `index` (0-based). */
+export function pusherOf(env: Env, index: number): PusherRpc {
+  const ns = namespace<PusherRpc>(env, PUSHERS_BINDING);
+  return ns.get(ns.idFromName(`pusher-${index}`));
+}

@@ -1,0 +1,92 @@
+/**
+ * A pusher shard: a Durable Object that drains due work in its own alarm invocations, each with
+ * its own connection budget (6 requests waiting for headers) and subrequest budget. A drain is
+ * reap → claim → push → settle, on one database connection kept for the length of the drain;
+ * while it finds work it re-arms itself at once, and when idle it closes the connection and
+ * tells the scheduler when the next thing comes due. Limits stay exact: every claim is decided
+ * in Postgres, whichever shard makes it.
+ */
+import { DurableObject } from 'cloudflare:workers';
+import { describeLimits, type Env, loadConfig } from '../config.ts';
+import { nextShard } from '../core/wake.ts';
+import type { OpenDb } from '../db/db.ts';
+import { openNeonDb } from '../db/neon.ts';
+import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
+import { loadKeyring } from '../security/keyring.ts';
+import { type PusherRpc, pusherOf, schedulerOf } from './bindings.ts';
+
+/** One alarm invocation's wall-clock budget for claiming; far inside the 15 min an alarm may run. */
+const RUN_BUDGET_MS = 25_000;
+/** Subrequests kept back from each invocation's pushes: the database connection and its retries. */
+const SUBREQUEST_RESERVE = 10;
+
+let limitsLogged = false;
+
+export class Pusher extends DurableObject<Env> implements PusherRpc {
+  #index: number | undefined;
+  #db: OpenDb | null = null;
+  /** Tells a drain in progress that more work came due. */
+  #nudges = new EventTarget();
+
+  /**
+   * Starts a drain as soon as possible, and tells a drain in progress to claim again now (it
+   * may be waiting on slow pushes with places free); returns at once.
+   */
+  async wake(index: number): Promise<void> {
+    this.#nudges.dispatchEvent(new Event(DUE_EVENT));
+    if (this.#index !== index) {
+      this.#index = index;
+      await this.ctx.storage.put('index', index);
+    }
+    const current = await this.ctx.storage.getAlarm();
+    const now = Date.now();
+    if (current === null || current > now) await this.ctx.storage.setAlarm(now);
+  }
+
+  async alarm(): Promise<void> {
+    const config = loadConfig(this.env);
+    if (!limitsLogged) {
+      limitsLogged = true;
+      console.info(`sluice dispatcher: ${describeLimits(config)}`);
+    }
+    this.#index ??= (await this.ctx.storage.get<number>('index')) ?? 0;
+    const index = this.#index;
+    this.#db ??= openNeonDb(config);
+    let recruited: Promise<void> | null = null;
+    let report: Awaited<ReturnType<typeof dispatchRun>>;
+    try {
+      report = await dispatchRun(
+        { db: this.#db, config, keyring: await loadKeyring(config.signingKeys) },
+        {
+          budgetMs: RUN_BUDGET_MS,
+          maxPushes: config.maxSubrequests - SUBREQUEST_RESERVE,
+          nudges: this.#nudges,
+          // More claimable work than this shard can push at once: bring in the next shard.
+          onBusy: () => {
+            const next = nextShard(index, config.dispatchShards);
+            if (next !== null) recruited = pusherOf(this.env, next).wake(next);
+          },
+        },
+      );
+    } catch (error) {
+      // The platform retries a failed alarm with backoff; the cron is the net beneath that.
+      await this.#closeDb();
+      throw error;
+    } finally {
+      await (recruited as Promise<void> | null)?.catch((e: unknown) => console.error('sluice: waking a pusher shard failed', e));
+    }
+    if (report.more) {
+      // A fresh invocation: fresh subrequest and CPU budgets, the same connection.
+      await this.ctx.storage.setAlarm(Date.now());
+      return;
+    }
+    await this.#closeDb();
+    if (report.nextDueInMs !== null) await schedulerOf(this.env).poke({ atMs: Date.now() + report.nextDueInMs, tasks: 0 });
+  }
+
+  async #closeDb(): Promise<void> {
+    const db = this.#db;
+    this.#db = null;
+    await db?.close().catch(() => {});
+  }
+}
