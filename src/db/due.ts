@@ -7,12 +7,12 @@
 import type { Queryable } from './db.ts';
 
 const NEXT_DUE = `
-select greatest(0, ceil(extract(epoch from least(
+select (extract(epoch from least(
   (select run_at from sluice.tasks
    where status = 'pending' and run_at > created_at and run_at > clock_timestamp()
    order by run_at limit 1),
   (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1)
-) - clock_timestamp()) * 1000))::float8 as due_in_ms`;
+) - clock_timestamp()) * 1000)::float8 as due_in_ms`;
 
 /**
  * Milliseconds until the next pending task comes due or the next lease expires (0 when a
@@ -21,5 +21,6 @@ select greatest(0, ceil(extract(epoch from least(
  */
 export async function nextDueInMs(db: Queryable): Promise<number | null> {
   const [row] = await db.query<{ due_in_ms: number | null }>(NEXT_DUE);
-  return row?.due_in_ms ?? null;
+  const ms = row?.due_in_ms ?? null;
+  return ms === null ? null : Math.max(0, Math.ceil(ms));
 }

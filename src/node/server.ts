@@ -67,15 +67,19 @@ export async function startNodeSluice(options: {
   });
   const address = server.address() as { port: number };
   loop?.start();
+  let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${address.port}`,
     loop,
-    async close() {
-      // The API stays up while pushes drain: their endpoints may still call the lease API.
-      await loop?.stop();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await channel.close();
-      await db.close();
+    close() {
+      closing ??= (async () => {
+        // The API stays up while pushes drain: their endpoints may still call the lease API.
+        await loop?.stop();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await channel.close();
+        await db.close();
+      })();
+      return closing;
     },
   };
 }

@@ -1,0 +1,137 @@
+/**
+ * Due-time dispatch against a real Postgres: the next-due probe, and what a run reports so
+ * that its caller can sleep until then (DESIGN.md §6).
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config.ts';
+import { nextDueInMs } from '../../src/db/due.ts';
+import { taskInsertMany } from '../../src/db/tasks.ts';
+import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
+import type { Keyring } from '../../src/security/keyring.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
+import { useDispatchFixture } from '../helpers/fixture.ts';
+import { newTask } from '../helpers/tasks.ts';
+
+const f = useDispatchFixture({ SLUICE_DISPATCH_PARALLELISM: '2' });
+let t: TestDatabase;
+let endpoint: TestEndpoint;
+let config: Config;
+let keyring: Keyring;
+beforeAll(() => {
+  ({ t, endpoint, config, keyring } = f);
+});
+
+const enqueue = async (overrides: Parameters<typeof newTask>[0] = {}) =>
+  (await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/hook`, ...overrides })]))[0]!.task;
+const run = (options: Partial<RunOptions> = {}, overrides: Partial<Config> = {}) =>
+  dispatchRun({ db: t.db, config: { ...config, ...overrides }, keyring }, { budgetMs: 10_000, ...options });
+
+describe('nextDueInMs', () => {
+  it('is null when nothing waits on time', async () => {
+    expect(await nextDueInMs(t.db)).toBeNull();
+    await enqueue(); // due now: a poke's business, not a timer's
+    expect(await nextDueInMs(t.db)).toBeNull();
+  });
+
+  it('is the earliest future run_at of a pending task', async () => {
+    await enqueue({ delayMs: 60_000 });
+    await enqueue({ delayMs: 5_000 });
+    const due = await nextDueInMs(t.db);
+    expect(due).toBeGreaterThan(4_000);
+    expect(due).toBeLessThanOrEqual(5_000);
+  });
+
+  it('is the earliest lease expiry, 0 once a lease has expired', async () => {
+    await enqueue({ delayMs: 60_000 });
+    await enqueue({ leaseMs: 20_000, timeoutMs: 1_000 });
+    await t.db.query(`update sluice.tasks set status = 'leased', lease_id = gen_random_uuid(), leased_at = now(),
+      lease_expires_at = now() + interval '20 seconds', attempts = 1 where run_at <= now()`);
+    const due = await nextDueInMs(t.db);
+    expect(due).toBeGreaterThan(19_000);
+    expect(due).toBeLessThanOrEqual(20_000);
+    await t.db.query(`update sluice.tasks set leased_at = now() - interval '1 minute', lease_expires_at = now() - interval '1 second'
+      where status = 'leased'`);
+    expect(await nextDueInMs(t.db)).toBe(0);
+  });
+
+  it('does not count finished tasks, or due tasks held back by a limit', async () => {
+    const done = await enqueue({ delayMs: 1_000 });
+    await t.db.query(`update sluice.tasks set status = 'cancelled', finished_at = now() where id = $1`, [done.id]);
+    await enqueue({ queue: 'held', delayMs: 0 });
+    await t.db.query(`insert into sluice.queues (name, paused) values ('held', true)`);
+    expect(await nextDueInMs(t.db)).toBeNull();
+  });
+});
+
+describe('a run reports when to wake', () => {
+  it('ends with the next due time when nothing more is claimable', async () => {
+    await enqueue();
+    await enqueue({ delayMs: 30_000 });
+    const report = await run();
+    expect(report).toMatchObject({ claimed: 1, succeeded: 1, more: false });
+    expect(report.nextDueInMs).toBeGreaterThan(29_000);
+  });
+
+  it('a retry it settles is part of the next due time', async () => {
+    endpoint.reply(() => ({ status: 500 }));
+    await enqueue({ backoff: { initialMs: 2_000, maxMs: 2_000, factor: 1, jitter: 0 } });
+    const report = await run();
+    expect(report).toMatchObject({ retried: 1, more: false });
+    expect(report.nextDueInMs).toBeGreaterThan(1_000);
+    expect(report.nextDueInMs).toBeLessThanOrEqual(2_000);
+  });
+
+  it('stopped by its push budget with work left, it says so instead of sleeping', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 5 }, () => newTask({ url: `${endpoint.url}/hook` })),
+    );
+    const report = await run({ maxPushes: 3 });
+    expect(report).toMatchObject({ claimed: 3, more: true, nextDueInMs: null });
+  });
+
+  it('calls onBusy once when a claim pass fills every place', async () => {
+    endpoint.reply(() => ({ status: 200, delayMs: 100 }));
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 6 }, () => newTask({ url: `${endpoint.url}/hook` })),
+    );
+    let busy = 0;
+    const report = await run({ onBusy: () => busy++ });
+    expect(report.claimed).toBe(6);
+    expect(busy).toBe(1);
+    // Not busy: fewer tasks than places.
+    await enqueue();
+    expect((await run({ onBusy: () => busy++ })).claimed).toBe(1);
+    expect(busy).toBe(1);
+  });
+
+  it('a nudge makes a run waiting on a slow push claim what came due meanwhile', async () => {
+    endpoint.reply((push) => ({ status: 200, delayMs: push.path === '/slow' ? 1_500 : 0 }));
+    await enqueue({ url: `${endpoint.url}/slow` });
+    const nudges = new EventTarget();
+    const running = run({ nudges }, { dispatchParallelism: 2 });
+    await endpoint.waitFor(1);
+    await enqueue({ url: `${endpoint.url}/fast` });
+    nudges.dispatchEvent(new Event(DUE_EVENT));
+    await endpoint.waitFor(2);
+    // The fast task was pushed while the slow push was still open.
+    expect(endpoint.received.map((p) => p.path)).toEqual(['/slow', '/fast']);
+    expect((await running).claimed).toBe(2);
+  });
+
+  it('an aborted run claims nothing more but settles the pushes it made', async () => {
+    endpoint.reply(() => ({ status: 200, delayMs: 300 }));
+    await enqueue();
+    const abort = new AbortController();
+    const running = run({ signal: abort.signal }, { dispatchParallelism: 1 });
+    await endpoint.waitFor(1);
+    await enqueue();
+    abort.abort();
+    const report = await running;
+    expect(report).toMatchObject({ claimed: 1, succeeded: 1 });
+    const statuses = await t.db.query<{ status: string }>('select status from sluice.tasks order by id');
+    expect(statuses.map((r) => r.status)).toEqual(['succeeded', 'pending']);
+  });
+});

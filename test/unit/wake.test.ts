@@ -1,0 +1,47 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { nextShard, pokeForTasks, shardsToWake, wakeAt } from '../../src/core/wake.ts';
+
+describe('pokeForTasks', () => {
+  const now = 1_000_000;
+  it('is due at the earliest run_at, never before now, counting the tasks due then', () => {
+    expect(pokeForTasks([new Date(now - 5), new Date(now), new Date(now + 10)], now)).toEqual({ atMs: now, tasks: 2 });
+    expect(pokeForTasks([new Date(now + 2_000), new Date(now + 500)], now)).toEqual({ atMs: now + 500, tasks: 1 });
+  });
+  it('is nothing when nothing was written', () => {
+    expect(pokeForTasks([], now)).toBeNull();
+  });
+});
+
+describe('wakeAt', () => {
+  it('wakes at once when the run stopped with work left', () => {
+    expect(wakeAt({ more: true, nextDueInMs: 5_000 }, 100)).toBe(100);
+  });
+  it('wakes at the next due time, at most maxSleepMs away', () => {
+    expect(wakeAt({ more: false, nextDueInMs: 250 }, 100)).toBe(350);
+    expect(wakeAt({ more: false, nextDueInMs: 90_000 }, 100, 30_000)).toBe(30_100);
+  });
+  it('sleeps until poked when nothing waits on time (or until the fallback)', () => {
+    expect(wakeAt({ more: false, nextDueInMs: null }, 100)).toBe(Number.POSITIVE_INFINITY);
+    expect(wakeAt({ more: false, nextDueInMs: null }, 100, 30_000)).toBe(30_100);
+  });
+});
+
+describe('shards', () => {
+  it('wakes enough shards for the announced tasks, at least one, at most the configured number', () => {
+    expect(shardsToWake(0, 6, 8)).toBe(1);
+    expect(shardsToWake(6, 6, 8)).toBe(1);
+    expect(shardsToWake(7, 6, 8)).toBe(2);
+    expect(shardsToWake(2_000, 6, 8)).toBe(8);
+    fc.assert(
+      fc.property(fc.nat(100_000), fc.integer({ min: 1, max: 1_000 }), fc.integer({ min: 1, max: 256 }), (tasks, parallelism, shards) => {
+        const n = shardsToWake(tasks, parallelism, shards);
+        return n >= 1 && n <= shards && (n === shards || n * parallelism >= tasks);
+      }),
+    );
+  });
+  it('recruits the next shard, never wrapping round to a shard already started', () => {
+    expect([0, 1, 2, 3].map((i) => nextShard(i, 4))).toEqual([1, 2, 3, null]);
+    expect(nextShard(0, 1)).toBeNull();
+  });
+});
