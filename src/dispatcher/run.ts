@@ -68,12 +68,9 @@ export interface RunReport {
   nextDueInMs: number | null;
 }
 
-export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
-  const now = deps.now ?? Date.now;
-  const random = deps.random ?? Math.random;
-  const log = deps.log ?? console;
-  const { config, db } = deps;
-  const report: RunReport = {
+/** A report of a run that has done nothing yet. */
+export function emptyReport(): RunReport {
+  return {
     claimPasses: 0,
     claimed: 0,
     succeeded: 0,
@@ -87,6 +84,14 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     more: false,
     nextDueInMs: null,
   };
+}
+
+export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
+  const now = deps.now ?? Date.now;
+  const random = deps.random ?? Math.random;
+  const log = deps.log ?? console;
+  const { config, db } = deps;
+  const report = emptyReport();
   const settler = new Settler(db);
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {

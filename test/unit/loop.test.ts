@@ -1,7 +1,7 @@
 /** The Node dispatch loop, on a clock the test moves: it sleeps until the next due time. */
 import { describe, expect, it } from 'vitest';
 import { DispatchLoop, type Timers } from '../../src/dispatcher/loop.ts';
-import { DUE_EVENT, type RunReport } from '../../src/dispatcher/run.ts';
+import { DUE_EVENT, emptyReport, type RunReport } from '../../src/dispatcher/run.ts';
 
 /** A clock and timers that only move when the test says so. */
 function manualTimers() {
@@ -39,21 +39,7 @@ function manualTimers() {
 const flush = () => new Promise((r) => setTimeout(r, 0));
 
 function report(over: Partial<RunReport>): RunReport {
-  return {
-    claimPasses: 0,
-    claimed: 0,
-    succeeded: 0,
-    retried: 0,
-    deferred: 0,
-    dead: 0,
-    reaped: 0,
-    lost: 0,
-    leaseKept: 0,
-    roundTrips: 0,
-    more: false,
-    nextDueInMs: null,
-    ...over,
-  };
+  return { ...emptyReport(), ...over };
 }
 
 /** A run function whose reports the test scripts, recording when each run started. */
