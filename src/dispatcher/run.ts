@@ -198,8 +198,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         idle = true;
         break;
       }
-      // Wait for a push to end, unless one already did while the claim pass ran.
-      if (!freed) {
+      // Wait for a push to end (or a nudge), unless one already did while the claim pass
+      // ran; with every place taken, even a nudge waits for a push to end.
+      if (room <= 0 || !freed) {
         await new Promise<void>((resolve) => {
           onFreed = resolve;
         });

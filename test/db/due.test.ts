@@ -121,6 +121,18 @@ describe('a run reports when to wake', () => {
     expect((await running).claimed).toBe(2);
   });
 
+  it('a nudge while every place is taken waits for a push to end instead of spinning', async () => {
+    // A spinning run would block this process, and with it the endpoint's answer: a hang.
+    endpoint.reply(() => ({ status: 200, delayMs: 300 }));
+    await enqueue();
+    await enqueue();
+    const nudges = new EventTarget();
+    const running = run({ nudges }, { dispatchParallelism: 1 });
+    await endpoint.waitFor(1);
+    nudges.dispatchEvent(new Event(DUE_EVENT));
+    expect(await running).toMatchObject({ claimed: 2, succeeded: 2 });
+  });
+
   it('an aborted run claims nothing more but settles the pushes it made', async () => {
     endpoint.reply(() => ({ status: 200, delayMs: 300 }));
     await enqueue();

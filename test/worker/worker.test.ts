@@ -69,7 +69,7 @@ async function waitForStatus(id: string, status: string, timeoutMs = 10_000): Pr
 }
 
 describe('end to end through the Worker', () => {
-  it('enqueue → kick → signed push (verified against the JWKS) → succeeded', async () => {
+  it('enqueue → poke → signed push (verified against the JWKS) → succeeded', async () => {
     const res = await post('/v1/tasks', { url: `${endpoint.url}/hook`, body: { hello: 'world' } });
     expect(res.status).toBe(201);
     const created = (await res.json()) as { id: string; status: string; deduplicated: boolean };
@@ -91,9 +91,10 @@ describe('end to end through the Worker', () => {
     expect(done).toMatchObject({ attempts: 1, result: '{"ok":true}', last_status: 200, lease: null });
   });
 
-  it('the cron trigger (scheduled) pushes tasks nobody kicked', async () => {
+  it('the cron trigger (scheduled) gets tasks nobody announced pushed', async () => {
     const [enq] = await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/cron` })]);
     await worker.scheduled();
+    await endpoint.waitFor(1);
     expect(endpoint.received.map((p) => p.path)).toEqual(['/cron']);
     await waitForStatus(enq!.task.id, 'succeeded');
   });

@@ -1,0 +1,178 @@
+/**
+ * Due-time dispatch on the real Worker in workerd (DESIGN.md §6): the scheduler Durable
+ * Object's alarm and the pusher shards, with the cron never fired unless a test says so.
+ * Retries, delays, Retry-After deferrals and abandoned leases are pushed when due; shards push
+ * side by side within the limits; a scheduler that lost its alarm is repaired by the cron.
+ * Gaps are printed, not asserted: speed belongs to the benchmark (`npm run bench:dispatch`).
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { taskInsertMany } from '../../src/db/tasks.ts';
+import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
+import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
+import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { newTask } from '../helpers/tasks.ts';
+
+let t: TestDatabase;
+let proxy: RunningProxy;
+let endpoint: TestEndpoint;
+let secrets: TestSecrets;
+let script: string;
+let worker: RunningWorker;
+
+const vars = (extra: Record<string, string> = {}) => testEnv(secrets, t.url, { SLUICE_NEON_WS_PROXY: proxy.address, ...extra });
+
+beforeAll(async () => {
+  [t, proxy, endpoint, secrets, script] = await Promise.all([
+    createTestDatabase(),
+    startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
+    startEndpoint(),
+    makeSecrets(),
+    bundleWorker(),
+  ]);
+  worker = await startWorker({ script, vars: vars() });
+});
+afterAll(async () => {
+  await worker?.close();
+  await Promise.all([endpoint?.close(), proxy?.close()]);
+  await t?.drop();
+});
+beforeEach(async () => {
+  await t.db.query('truncate sluice.tasks, sluice.keys cascade');
+  endpoint.received.length = 0;
+  endpoint.reply(() => ({ status: 200 }));
+});
+
+async function enqueue(base: string, body: Record<string, unknown>, path = '/v1/tasks'): Promise<Record<string, unknown>> {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(201);
+  return (await res.json()) as Record<string, unknown>;
+}
+const task = (extra: Record<string, unknown> = {}) => ({ url: `${endpoint.url}/work`, ...extra });
+const gap = (pushes: { receivedAt: number }[]) => pushes[1]!.receivedAt - pushes[0]!.receivedAt;
+
+describe('the scheduler wakes the shards when work comes due (no cron)', () => {
+  it('pushes a retry once its backoff has passed', async () => {
+    endpoint.reply((push) => ({ status: endpoint.received.indexOf(push) === 0 ? 500 : 200 }));
+    await enqueue(worker.url, task({ max_attempts: 3, backoff: { initial_ms: 200, max_ms: 200, factor: 1, jitter: 0 } }));
+    const pushes = await endpoint.waitFor(2);
+    expect(gap(pushes)).toBeGreaterThanOrEqual(200);
+    expect(pushes[1]!.headers['sluice-attempt']).toBe('2');
+    console.info(`worker: retry after a 200 ms backoff pushed ${gap(pushes)} ms after the first push`);
+  });
+
+  it('pushes a delayed task when it is due, not before', async () => {
+    const { run_at } = await enqueue(worker.url, task({ delay_ms: 1_000 }));
+    const [push] = await endpoint.waitFor(1);
+    const late = push!.receivedAt - Date.parse(run_at as string);
+    expect(late).toBeGreaterThanOrEqual(0);
+    console.info(`worker: a task delayed 1 s pushed ${late} ms after it was due`);
+  });
+
+  it('pushes a 429 with Retry-After again after that long, using no attempt', async () => {
+    endpoint.reply((push) => (endpoint.received.indexOf(push) === 0 ? { status: 429, headers: { 'retry-after': '1' } } : { status: 200 }));
+    await enqueue(worker.url, task());
+    const pushes = await endpoint.waitFor(2);
+    expect(gap(pushes)).toBeGreaterThanOrEqual(1_000);
+    expect(pushes.map((p) => p.headers['sluice-attempt'])).toEqual(['1', '1']);
+    console.info(`worker: a 429 with Retry-After: 1 pushed again ${gap(pushes)} ms later`);
+  });
+
+  it('pushes a task whose holder went silent again once its lease expires', async () => {
+    endpoint.reply((push) =>
+      endpoint.received.indexOf(push) === 0 ? { status: 202, headers: { 'Sluice-Ack': 'lease' } } : { status: 200 },
+    );
+    await enqueue(worker.url, task({ lease_ms: 1_000, timeout_ms: 500 }));
+    const pushes = await endpoint.waitFor(2);
+    expect(pushes[1]!.receivedAt).toBeGreaterThanOrEqual(Date.parse(pushes[0]!.headers['sluice-lease-expires-at'] as string));
+    console.info(`worker: an abandoned 1 s lease pushed again ${gap(pushes)} ms after the first push`);
+  });
+});
+
+describe('pusher shards', () => {
+  /** Holds every push `ms`, counting how many are open at once. */
+  function holdPushes(ms: number) {
+    const seen = { open: 0, peak: 0 };
+    endpoint.reply(async () => {
+      seen.open++;
+      seen.peak = Math.max(seen.peak, seen.open);
+      await new Promise((r) => setTimeout(r, ms));
+      seen.open--;
+      return { status: 200 };
+    });
+    return seen;
+  }
+
+  it('push side by side, more than one shard can, and never past the cluster cap', async () => {
+    // 2 pushes per shard, 3 shards, a cluster cap of 5: only several shards reach 5.
+    const sharded = await startWorker({
+      script,
+      vars: vars({ SLUICE_DISPATCH_PARALLELISM: '2', SLUICE_DISPATCH_SHARDS: '3', SLUICE_CLUSTER_CAP: '5' }),
+    });
+    try {
+      const seen = holdPushes(300);
+      // A batch announces 20 tasks: the scheduler wakes all three shards at once.
+      await enqueue(sharded.url, { tasks: Array.from({ length: 20 }, () => task()) }, '/v1/tasks/batch');
+      await endpoint.waitFor(20);
+      expect(seen.peak).toBeGreaterThan(2);
+      expect(seen.peak).toBeLessThanOrEqual(5);
+
+      // Tasks nobody announced (written straight to the database; the cron's poke says only
+      // "look now"): one shard starts, finds its claims full, and recruits the next.
+      endpoint.received.length = 0;
+      const recruited = holdPushes(300);
+      await taskInsertMany(
+        t.db,
+        Array.from({ length: 20 }, () => newTask({ url: `${endpoint.url}/quiet` })),
+      );
+      await sharded.scheduled();
+      await endpoint.waitFor(20);
+      expect(recruited.peak).toBeGreaterThan(2);
+      expect(recruited.peak).toBeLessThanOrEqual(5);
+      const statuses = () =>
+        t.db.query<{ status: string; n: number }>('select status, count(*)::int as n from sluice.tasks group by status');
+      await expect.poll(statuses, { timeout: 5_000 }).toEqual([{ status: 'succeeded', n: 40 }]);
+    } finally {
+      await sharded.close();
+    }
+  });
+});
+
+describe('the cron, the safety net', () => {
+  it('repairs a scheduler that lost its alarm: the cron alone gets the task pushed', async () => {
+    // The alarm for this task lives in the first Worker's scheduler, which goes away with it.
+    const first = await startWorker({ script, vars: vars() });
+    const { run_at } = await enqueue(first.url, task({ delay_ms: 500 }));
+    await first.close();
+    const second = await startWorker({ script, vars: vars() });
+    try {
+      // The second Worker's scheduler has no alarm: the task is due, and nothing happens.
+      await new Promise((r) => setTimeout(r, Date.parse(run_at as string) - Date.now() + 700));
+      expect(endpoint.received).toHaveLength(0);
+      await second.scheduled();
+      await endpoint.waitFor(1);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('reaps expired leases itself, whatever the shards do', async () => {
+    const [enqueued] = await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/reaped`, leaseMs: 1_000, timeoutMs: 500 })]);
+    await t.db.query(
+      `update sluice.tasks set status = 'leased', lease_id = gen_random_uuid(), leased_at = now() - interval '5 seconds',
+       lease_expires_at = now() - interval '4 seconds', attempts = 1 where id = $1`,
+      [enqueued!.task.id],
+    );
+    await worker.scheduled();
+    const [row] = await t.db.query<{ attempts: number; last_error: string }>(
+      'select attempts, last_error from sluice.tasks where id = $1',
+      [enqueued!.task.id],
+    );
+    expect(row).toMatchObject({ attempts: 1, last_error: expect.stringMatching(/lease expired/) });
+  });
+});
