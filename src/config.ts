@@ -86,6 +86,8 @@ export interface Config {
   clusterCap: number | null;
   allowPrivateTargets: boolean;
   queues: Readonly<Record<string, QueueOptions>>;
+  /** Workers: how API requests reach Postgres: Neon's HTTP query endpoint, or a WebSocket Pool. */
+  apiDatabase: 'http' | 'websocket';
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
   neonWsProxy: string | null;
 }
@@ -156,6 +158,7 @@ const envSchema = z
     SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
+    SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
   })
   .superRefine((env, ctx) => {
     if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
@@ -203,6 +206,7 @@ export function loadConfig(env: Env): Config {
     clusterCap: e.SLUICE_CLUSTER_CAP ?? null,
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
+    apiDatabase: e.SLUICE_API_DATABASE,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
   });
   cache.set(env, config);

@@ -2,13 +2,13 @@
  * The Cloudflare Worker: the API (`fetch`), the cron safety net (`scheduled`), and the
  * dispatch Durable Objects (DESIGN.md §6): the scheduler, which holds the one alarm set to the
  * next due time, and the pusher shards, which claim and push. The API reaches Postgres with
- * the Neon driver, one Pool per request.
+ * the Neon driver: one-shot HTTP queries, or a Pool per request (`SLUICE_API_DATABASE`).
  */
 import { createApp } from './api/app.ts';
 import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
 import { pokeNow } from './core/wake.ts';
-import { openNeonDb } from './db/neon.ts';
+import { openNeonDb, openNeonHttpDb } from './db/neon.ts';
 import { dispatchRun } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
 import { schedulerOf } from './worker/bindings.ts';
@@ -17,7 +17,7 @@ export { Pusher } from './worker/pusher.ts';
 export { Scheduler } from './worker/scheduler.ts';
 
 const app = createApp({
-  openDb: openNeonDb,
+  openDb: (config) => (config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config)),
   poke(poke, _config, env, ctx) {
     ctx.waitUntil(
       schedulerOf(env)

@@ -25,6 +25,7 @@ describe('loadConfig', () => {
       maxClaimBatch: 32,
       dispatchParallelism: 6,
       dispatchShards: 4,
+      apiDatabase: 'http',
       allowPrivateTargets: false,
       issuer: 'sluice',
     });
