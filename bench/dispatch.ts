@@ -5,7 +5,8 @@
  *
  * 1. Wake-up latency, each case ROUNDS times on both paths: a retry after a 200 ms backoff
  *    (gap from the first push), a task delayed 2 s (late after its run_at), a 429 with
- *    Retry-After: 1 (gap), a lease abandoned by its holder (lease 1 s; gap from the first push).
+ *    Retry-After: 1 (gap), a lease abandoned by its holder (lease 1 s; gap from the first push),
+ *    and the slot a lease `complete` frees handed to the next task (from sending the call).
  * 2. Fan-out on the Worker: 2,000 tasks to an endpoint that answers after 200 ms, with
  *    SLUICE_DISPATCH_SHARDS 1 and 8, under a cluster cap, a queue limit and key limits that
  *    the endpoint checks on every push; then 2,000 no-op tasks with 8 shards.
@@ -38,6 +39,8 @@ const seen = new Map<string, Push[]>();
 const open = { cluster: 0, queue: 0, key: new Map<string, number>() };
 const peak = { cluster: 0, queue: 0, key: 0 };
 let answered = 0;
+/** Leases kept by `/hold` pushes, by task id. */
+const held = new Map<string, { leaseId: string; token: string }>();
 const endpoint = createServer((req, res) => {
   const taskId = String(req.headers['sluice-task-id']);
   const pushes = seen.get(taskId) ?? [];
@@ -54,6 +57,10 @@ const endpoint = createServer((req, res) => {
   if (path.startsWith('/fail-once') && first) return res.writeHead(500).end();
   if (path.startsWith('/429-once') && first) return res.writeHead(429, { 'retry-after': '1' }).end();
   if (path.startsWith('/abandon-once') && first) return res.writeHead(202, { 'sluice-ack': 'lease' }).end();
+  if (path.startsWith('/hold')) {
+    held.set(taskId, { leaseId: String(req.headers['sluice-lease-id']), token: String(req.headers['sluice-lease-token']) });
+    return res.writeHead(202, { 'sluice-ack': 'lease' }).end();
+  }
   if (!path.startsWith('/slow')) {
     answered++;
     return res.writeHead(200).end();
@@ -102,7 +109,7 @@ const baseEnv = {
   SLUICE_ALLOW_PRIVATE_TARGETS: 'true',
   SLUICE_NEON_WS_PROXY: proxy.address,
   SLUICE_CLUSTER_CAP: String(LIMITS.cluster),
-  SLUICE_QUEUES: JSON.stringify({ limited: { concurrency: LIMITS.queue, key_concurrency: LIMITS.key } }),
+  SLUICE_QUEUES: JSON.stringify({ limited: { concurrency: LIMITS.queue, key_concurrency: LIMITS.key }, single: { concurrency: 1 } }),
 };
 const script = await bundleWorker();
 
@@ -133,7 +140,7 @@ const stats = (xs: number[]) => {
 
 // --- 1. wake-up latency ----------------------------------------------------------------------
 async function latency(base: string): Promise<Record<string, string>> {
-  const cases: Record<string, number[]> = { retry: [], delay: [], deferral: [], reclaim: [] };
+  const cases: Record<string, number[]> = { retry: [], delay: [], deferral: [], reclaim: [], handoff: [] };
   for (let round = 0; round < ROUNDS; round++) {
     const retry = await post(base, '/v1/tasks', {
       url: `${target}/fail-once`,
@@ -154,12 +161,28 @@ async function latency(base: string): Promise<Record<string, string>> {
     const abandoned = await post(base, '/v1/tasks', { url: `${target}/abandon-once`, lease_ms: 1_000, timeout_ms: 500 });
     const [a1, a2] = await pushesOf(String(abandoned.id), 2);
     cases.reclaim!.push(a2!.at - a1!.at);
+
+    // Queue "single" has concurrency 1: the second task waits for the first's lease to end.
+    const holder = await post(base, '/v1/tasks', { url: `${target}/hold`, queue: 'single' });
+    await pushesOf(String(holder.id), 1);
+    const waiter = await post(base, '/v1/tasks', { url: `${target}/ok`, queue: 'single' });
+    const lease = held.get(String(holder.id))!;
+    const completing = Date.now();
+    const done = await fetch(`${base}/v1/leases/${lease.leaseId}/complete`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${lease.token}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    if (done.status !== 200) throw new Error(`complete: ${done.status}`);
+    const [w1] = await pushesOf(String(waiter.id), 1);
+    cases.handoff!.push(w1!.at - completing);
   }
   return {
     'retry after a 200 ms backoff (from the first push)': stats(cases.retry!),
     'task delayed 2 s (late after run_at)': stats(cases.delay!),
     '429 with Retry-After: 1 (from the first push)': stats(cases.deferral!),
     'abandoned 1 s lease (from the first push)': stats(cases.reclaim!),
+    'slot handed on by a lease complete (from sending it)': stats(cases.handoff!),
   };
 }
 

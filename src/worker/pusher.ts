@@ -1,8 +1,8 @@
 /**
  * A pusher shard: a Durable Object that drains due work in its own alarm invocations, each with
  * its own connection budget (6 requests waiting for headers) and subrequest budget. A drain is
- * reap → claim → push → settle, on one database connection kept for the length of the drain;
- * while it finds work it re-arms itself at once, and when idle it closes the connection and
+ * reap → claim → push → settle, on one database connection kept for the length of the drain
+ * (and a few seconds after); while it finds work it re-arms itself at once, and when idle it
  * tells the scheduler when the next thing comes due. Limits stay exact: every claim is decided
  * in Postgres, whichever shard makes it.
  */
@@ -19,12 +19,19 @@ import { type PusherRpc, pusherOf, schedulerOf } from './bindings.ts';
 const RUN_BUDGET_MS = 25_000;
 /** Subrequests kept back from each invocation's pushes: the database connection and its retries. */
 const SUBREQUEST_RESERVE = 10;
+/**
+ * How long an idle shard keeps its database connection: work arriving soon after (a lease
+ * ended, a retry due) then costs no connection handshake. A connection pins the object in
+ * memory, so not for long; an evicted object's connection simply goes with it.
+ */
+const LINGER_MS = 10_000;
 
 let limitsLogged = false;
 
 export class Pusher extends DurableObject<Env> implements PusherRpc {
   #index: number | undefined;
   #db: OpenDb | null = null;
+  #closing: ReturnType<typeof setTimeout> | null = null;
   /** Tells a drain in progress that more work came due. */
   #nudges = new EventTarget();
 
@@ -49,6 +56,8 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       limitsLogged = true;
       console.info(`sluice dispatcher: ${describeLimits(config)}`);
     }
+    if (this.#closing) clearTimeout(this.#closing);
+    this.#closing = null;
     this.#index ??= (await this.ctx.storage.get<number>('index')) ?? 0;
     const index = this.#index;
     this.#db ??= openNeonDb(config);
@@ -80,7 +89,7 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       await this.ctx.storage.setAlarm(Date.now());
       return;
     }
-    await this.#closeDb();
+    this.#closing = setTimeout(() => void this.#closeDb(), LINGER_MS);
     if (report.nextDueInMs !== null) await schedulerOf(this.env).poke({ atMs: Date.now() + report.nextDueInMs, tasks: 0 });
   }
 
