@@ -1,6 +1,8 @@
 /**
  * A local push endpoint for trying Sluice: verifies each push's signature against Sluice's
- * JWKS, logs it, and answers 200 with a small JSON result.
+ * JWKS, logs it, and answers 200 with a small JSON result. To try retries and deferrals, the
+ * URL can ask for a failure: `?fail=N` answers 500 to the first N attempts, `?retry_after=S`
+ * answers the first attempt 429 with `Retry-After: S`.
  */
 import { createServer } from 'node:http';
 import { createRemoteJWKSet } from 'jose';
@@ -20,6 +22,8 @@ export async function startEchoEndpoint(options: {
   const keys = createRemoteJWKSet(new URL(options.jwksUrl));
   const log = options.log ?? console.log;
   let base = '';
+  /** Pushes seen per task, for `?retry_after` (a deferral keeps the attempt number). */
+  const seen = new Map<string, number>();
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -33,9 +37,21 @@ export async function startEchoEndpoint(options: {
         body,
         nowMs: Date.now(),
       });
-      log(
-        `echo: task ${taskId} attempt ${req.headers[HEADERS.attempt.toLowerCase()]}: signature verified, body ${new TextDecoder().decode(body)}`,
-      );
+      const attempt = Number(req.headers[HEADERS.attempt.toLowerCase()]);
+      const ask = new URL(req.url ?? '/', base).searchParams;
+      const pushes = (seen.get(String(taskId)) ?? 0) + 1;
+      seen.set(String(taskId), pushes);
+      const say = (what: string) =>
+        log(`echo: task ${taskId} attempt ${attempt}: signature verified, body ${new TextDecoder().decode(body)}: ${what}`);
+      if (attempt <= Number(ask.get('fail') ?? 0)) {
+        say('answering 500 (?fail)');
+        return void res.writeHead(500).end('failing on purpose (?fail)');
+      }
+      if (ask.has('retry_after') && pushes === 1) {
+        say(`answering 429, Retry-After: ${ask.get('retry_after')}`);
+        return void res.writeHead(429, { 'retry-after': ask.get('retry_after') ?? '1' }).end();
+      }
+      say('answering 200');
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ echoed: body.length, at: new Date().toISOString() }));
     } catch (error) {
       log(`echo: task ${taskId}: REJECTED (${(error as Error).message})`);
