@@ -5,38 +5,22 @@
  * side by side within the limits; a scheduler that lost its alarm is repaired by the cron.
  * Gaps are printed, not asserted: speed belongs to the benchmark (`npm run bench:dispatch`).
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskInsertMany } from '../../src/db/tasks.ts';
-import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
-import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
-import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import type { RunningWorker } from '../../src/node/worker-runtime.ts';
+import type { TestSecrets } from '../helpers/config.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
+const f = useWorkerFixture();
 let t: TestDatabase;
-let proxy: RunningProxy;
 let endpoint: TestEndpoint;
 let secrets: TestSecrets;
-let script: string;
 let worker: RunningWorker;
-
-const vars = (extra: Record<string, string> = {}) => testEnv(secrets, t.url, { SLUICE_NEON_WS_PROXY: proxy.address, ...extra });
-
-beforeAll(async () => {
-  [t, proxy, endpoint, secrets, script] = await Promise.all([
-    createTestDatabase(),
-    startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
-    startEndpoint(),
-    makeSecrets(),
-    bundleWorker(),
-  ]);
-  worker = await startWorker({ script, vars: vars() });
-});
-afterAll(async () => {
-  await worker?.close();
-  await Promise.all([endpoint?.close(), proxy?.close()]);
-  await t?.drop();
+beforeAll(() => {
+  ({ t, endpoint, secrets, worker } = f);
 });
 beforeEach(async () => {
   await t.db.query('truncate sluice.tasks, sluice.keys cascade');
@@ -110,10 +94,7 @@ describe('pusher shards', () => {
 
   it('push side by side, more than one shard can, and never past the cluster cap', async () => {
     // 2 pushes per shard, 3 shards, a cluster cap of 5: only several shards reach 5.
-    const sharded = await startWorker({
-      script,
-      vars: vars({ SLUICE_DISPATCH_PARALLELISM: '2', SLUICE_DISPATCH_SHARDS: '3', SLUICE_CLUSTER_CAP: '5' }),
-    });
+    const sharded = await f.start({ SLUICE_DISPATCH_PARALLELISM: '2', SLUICE_DISPATCH_SHARDS: '3', SLUICE_CLUSTER_CAP: '5' });
     try {
       const seen = holdPushes(300);
       // A batch announces 20 tasks: the scheduler wakes all three shards at once.
@@ -146,10 +127,10 @@ describe('pusher shards', () => {
 describe('the cron, the safety net', () => {
   it('repairs a scheduler that lost its alarm: the cron alone gets the task pushed', async () => {
     // The alarm for this task lives in the first Worker's scheduler, which goes away with it.
-    const first = await startWorker({ script, vars: vars() });
+    const first = await f.start();
     const { run_at } = await enqueue(first.url, task({ delay_ms: 500 }));
     await first.close();
-    const second = await startWorker({ script, vars: vars() });
+    const second = await f.start();
     try {
       // The second Worker's scheduler has no alarm: the task is due, and nothing happens.
       await new Promise((r) => setTimeout(r, Date.parse(run_at as string) - Date.now() + 700));

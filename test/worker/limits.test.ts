@@ -1,45 +1,23 @@
 /** Limits set by wrangler vars, and the queue API, through the real Worker in workerd. */
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
-import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
-import { generateApiKey } from '../../src/security/api-keys.ts';
-import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { RunningWorker } from '../../src/node/worker-runtime.ts';
+import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
+import type { TestSecrets } from '../helpers/config.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
-let t: TestDatabase;
-let proxy: RunningProxy;
+const admin: { key: string; entry: ApiKeyEntry } = await generateApiKey('admin', ['admin']);
+const f = useWorkerFixture((f) => ({
+  SLUICE_API_KEYS: JSON.stringify([...JSON.parse(f.secrets.apiKeysJson), admin.entry]),
+  SLUICE_CLUSTER_CAP: '3',
+  SLUICE_QUEUES: JSON.stringify({ tenants: { key_concurrency: 1, key_from: 'customer.id', concurrency: 2 } }),
+}));
 let worker: RunningWorker;
 let endpoint: TestEndpoint;
 let secrets: TestSecrets;
-let adminKey: string;
-
-beforeAll(async () => {
-  let script: string;
-  [t, proxy, endpoint, secrets, script] = await Promise.all([
-    createTestDatabase(),
-    startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
-    startEndpoint(),
-    makeSecrets(),
-    bundleWorker(),
-  ]);
-  const admin = await generateApiKey('admin', ['admin']);
-  adminKey = admin.key;
-  const keys = [...JSON.parse(secrets.apiKeysJson), admin.entry];
-  worker = await startWorker({
-    script,
-    vars: testEnv(secrets, t.url, {
-      SLUICE_API_KEYS: JSON.stringify(keys),
-      SLUICE_NEON_WS_PROXY: proxy.address,
-      SLUICE_CLUSTER_CAP: '3',
-      SLUICE_QUEUES: JSON.stringify({ tenants: { key_concurrency: 1, key_from: 'customer.id', concurrency: 2 } }),
-    }),
-  });
-});
-afterAll(async () => {
-  await worker?.close();
-  await Promise.all([endpoint?.close(), proxy?.close()]);
-  await t?.drop();
+const adminKey = admin.key;
+beforeAll(() => {
+  ({ worker, endpoint, secrets } = f);
 });
 
 function api(path: string, init: RequestInit & { key?: string } = {}): Promise<Response> {

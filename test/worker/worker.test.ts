@@ -3,43 +3,24 @@
  * through the WebSocket proxy, pushing over real HTTP to a local endpoint.
  */
 import { createRemoteJWKSet } from 'jose';
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskInsertMany } from '../../src/db/tasks.ts';
-import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
-import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
+import { type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
-import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import type { TestSecrets } from '../helpers/config.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
+const f = useWorkerFixture((f) => ({ SLUICE_QUEUES: JSON.stringify({ hooks: { url: `${f.endpoint.url}/queue-default` } }) }));
 let t: TestDatabase;
-let proxy: RunningProxy;
 let worker: RunningWorker;
 let endpoint: TestEndpoint;
 let secrets: TestSecrets;
 let script: string;
-
-beforeAll(async () => {
-  [t, proxy, endpoint, secrets, script] = await Promise.all([
-    createTestDatabase(),
-    startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
-    startEndpoint(),
-    makeSecrets(),
-    bundleWorker(),
-  ]);
-  worker = await startWorker({
-    script,
-    vars: testEnv(secrets, t.url, {
-      SLUICE_NEON_WS_PROXY: proxy.address,
-      SLUICE_QUEUES: JSON.stringify({ hooks: { url: `${endpoint.url}/queue-default` } }),
-    }),
-  });
-});
-afterAll(async () => {
-  await worker?.close();
-  await Promise.all([endpoint?.close(), proxy?.close()]);
-  await t?.drop();
+beforeAll(() => {
+  ({ t, worker, endpoint, secrets, script } = f);
 });
 beforeEach(async () => {
   await t.db.query('truncate sluice.tasks cascade');

@@ -1,0 +1,49 @@
+/**
+ * The usual worker-tier setup: a fresh database, the local stand-in for Neon's proxy, a
+ * recording endpoint, generated secrets, and the real Worker bundled once and run in workerd;
+ * torn down after the file. More Workers on the same database come from `start`.
+ */
+import { afterAll, beforeAll, inject } from 'vitest';
+import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
+import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
+import { makeSecrets, type TestSecrets, testEnv } from './config.ts';
+import { createTestDatabase, type TestDatabase } from './db.ts';
+import { startEndpoint, type TestEndpoint } from './endpoint.ts';
+
+export interface WorkerFixture {
+  t: TestDatabase;
+  proxy: RunningProxy;
+  endpoint: TestEndpoint;
+  secrets: TestSecrets;
+  script: string;
+  /** The file's Worker, started with the fixture's variables. */
+  worker: RunningWorker;
+  /** The Worker's variables: test secrets, this database, the proxy, plus `extra`. */
+  vars(extra?: Record<string, string>): Record<string, string>;
+  /** Another Worker on the same database (the caller closes it). */
+  start(extra?: Record<string, string>): Promise<RunningWorker>;
+}
+
+/** Registers the hooks; the returned object is filled in before the first test runs. */
+export function useWorkerFixture(extra: (f: WorkerFixture) => Record<string, string> = () => ({})): WorkerFixture {
+  const f = {
+    vars: (more: Record<string, string> = {}) => testEnv(f.secrets, f.t.url, { SLUICE_NEON_WS_PROXY: f.proxy.address, ...more }),
+    start: (more: Record<string, string> = {}) => startWorker({ script: f.script, vars: f.vars(more) }),
+  } as WorkerFixture;
+  beforeAll(async () => {
+    [f.t, f.proxy, f.endpoint, f.secrets, f.script] = await Promise.all([
+      createTestDatabase(),
+      startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
+      startEndpoint(),
+      makeSecrets(),
+      bundleWorker(),
+    ]);
+    f.worker = await f.start(extra(f));
+  });
+  afterAll(async () => {
+    await f.worker?.close();
+    await Promise.all([f.endpoint?.close(), f.proxy?.close()]);
+    await f.t?.drop();
+  });
+  return f;
+}
