@@ -22,19 +22,35 @@ export function pokeForTasks(runAts: readonly Date[], nowMs: number): Poke | nul
   return { atMs, tasks: runAts.filter((d) => d.getTime() <= atMs).length };
 }
 
+/** What a dispatch run reports about when to wake. */
+export interface WakeReport {
+  /** Stopped for its budget with work left. */
+  more: boolean;
+  /** Ms until the next due time; `null` = nothing waits on time. */
+  nextDueInMs: number | null;
+  claimed: number;
+}
+
 /**
- * The epoch time to wake at after a run: `null` = nothing is due (sleep until poked, or at
- * most `maxSleepMs` where a fallback poll is wanted). A run that stopped with work left
- * (`more`) wakes at once.
+ * A run that claimed nothing and yet reads work due now: normally a task that came due between
+ * its last claim and its probe (the next run takes it), but work that cannot be settled (an
+ * expired lease whose settle keeps failing) would read the same forever. Consecutive stalls
+ * back off, so that case never spins.
  */
-export function wakeAt(
-  report: { more: boolean; nextDueInMs: number | null },
-  nowMs: number,
-  maxSleepMs = Number.POSITIVE_INFINITY,
-): number {
+export const isStall = (report: WakeReport): boolean => !report.more && report.nextDueInMs === 0 && report.claimed === 0;
+
+/** The least sleep after `stalls` stalls in a row: 50 ms, doubling, at most 30 s. */
+export const stallDelayMs = (stalls: number): number => (stalls <= 0 ? 0 : Math.min(30_000, 50 * 2 ** Math.min(stalls - 1, 20)));
+
+/**
+ * The epoch time to wake at after a run: infinite = nothing is due (sleep until poked, or at
+ * most `maxSleepMs` where a fallback poll is wanted). A run that stopped with work left
+ * (`more`) wakes at once; after `stalls` stalls in a row, not before their delay.
+ */
+export function wakeAt(report: WakeReport, nowMs: number, maxSleepMs = Number.POSITIVE_INFINITY, stalls = 0): number {
   if (report.more) return nowMs;
   const sleep = Math.min(report.nextDueInMs ?? Number.POSITIVE_INFINITY, maxSleepMs);
-  return nowMs + Math.max(0, sleep);
+  return nowMs + Math.max(0, sleep, stallDelayMs(stalls));
 }
 
 /**

@@ -1,15 +1,19 @@
 /**
- * When the next thing comes due (DESIGN.md §6): the earliest future `run_at` of a pending task
- * (delayed, retried, deferred) and the earliest lease expiry. Two index probes
+ * When the next thing comes due (DESIGN.md §6): the earliest `run_at` of a pending task
+ * (delayed, retried, deferred) not yet seen by a claim pass, and the earliest lease expiry. Two index probes
  * (`tasks_delayed`, `tasks_leased`), measured on the database's clock so that a dispatcher
  * whose clock differs still wakes on time.
  */
 import type { Queryable } from './db.ts';
 
+// "Future" is measured from the last claim pass (any dispatcher's), not from now: a task that
+// came due after that pass but before this probe was never looked at, so it is due now (0).
+// One that came due before it was looked at and left: only a lease end or a limit change,
+// which poke, can free it.
 const NEXT_DUE = `
 select (extract(epoch from least(
   (select run_at from sluice.tasks
-   where status = 'pending' and run_at > created_at and run_at > clock_timestamp()
+   where status = 'pending' and run_at > created_at and run_at > (select promoted_to from sluice.promotion)
    order by run_at limit 1),
   (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1)
 ) - clock_timestamp()) * 1000)::float8 as due_in_ms`;

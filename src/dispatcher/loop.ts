@@ -5,7 +5,7 @@
  * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
  * only the fallback for wake-ups that never arrive.
  */
-import { wakeAt } from '../core/wake.ts';
+import { isStall, wakeAt } from '../core/wake.ts';
 import { DUE_EVENT, type RunReport } from './run.ts';
 
 export interface Timers {
@@ -40,6 +40,8 @@ export class DispatchLoop {
   #timer: { handle: unknown; atMs: number } | null = null;
   #abort = new AbortController();
   #failures = 0;
+  /** Runs in a row that claimed nothing yet read work due now (core/wake.ts `isStall`). */
+  #stalls = 0;
   /** A wake-up for a future time that arrived during a run: honoured after it. */
   #pendingAt = Number.POSITIVE_INFINITY;
 
@@ -87,7 +89,8 @@ export class DispatchLoop {
       try {
         const report = await this.#run(this.#abort.signal, this.#nudges);
         this.#failures = 0;
-        next = wakeAt(report, this.#timers.now(), this.#options.maxSleepMs);
+        this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
+        next = wakeAt(report, this.#timers.now(), this.#options.maxSleepMs, this.#stalls);
       } catch (error) {
         this.#onError(error);
         this.#failures++;

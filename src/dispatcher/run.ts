@@ -155,7 +155,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let idle = false; // ended because nothing was claimable and nothing was in flight
   let onFreed: () => void = () => {};
   const stopped = () => options.signal?.aborted === true;
-  options.signal?.addEventListener('abort', () => onFreed(), { once: true });
+  const aborted = () => onFreed();
+  options.signal?.addEventListener('abort', aborted, { once: true });
   const nudged = () => {
     freed = true;
     onFreed();
@@ -170,12 +171,13 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         const want = Math.min(room, config.maxClaimBatch);
         report.claimPasses++;
         report.roundTrips++;
+        // Cleared before the claim: a push that ends (or a nudge) while it runs sets it again.
+        freed = false;
         // A claim whose reply was lost may have committed: retry only what surely did not run.
         const batch = await withDbRetry(() => taskClaimBatch(db, { max: want, clusterCap: config.clusterCap, queuesJson }), {
           idempotent: false,
         });
         report.claimed += batch.length;
-        freed = false;
         lastPassFull = batch.length === want;
         if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
           busy = true;
@@ -194,7 +196,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         }
         if (batch.length > 0) continue;
       }
-      if (inFlight.size === 0) {
+      // Nothing in flight and nothing freed since the last claim pass began: nothing to do.
+      if (inFlight.size === 0 && !freed) {
         idle = true;
         break;
       }
@@ -208,6 +211,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     }
   } finally {
     options.nudges?.removeEventListener(DUE_EVENT, nudged);
+    options.signal?.removeEventListener('abort', aborted);
     // Whatever ends the run (a database error included), pushes already made are settled.
     await Promise.allSettled(inFlight);
     await settler.flush();

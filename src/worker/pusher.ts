@@ -8,7 +8,7 @@
  */
 import { DurableObject } from 'cloudflare:workers';
 import { describeLimits, type Env, loadConfig } from '../config.ts';
-import { nextShard } from '../core/wake.ts';
+import { isStall, nextShard, wakeAt } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { openNeonDb } from '../db/neon.ts';
 import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
@@ -32,6 +32,8 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
   #index: number | undefined;
   #db: OpenDb | null = null;
   #closing: ReturnType<typeof setTimeout> | null = null;
+  /** Idle runs in a row that claimed nothing yet read work due now (core/wake.ts `isStall`). */
+  #stalls = 0;
   /** Tells a drain in progress that more work came due. */
   #nudges = new EventTarget();
 
@@ -90,7 +92,9 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       return;
     }
     this.#closing = setTimeout(() => void this.#closeDb(), LINGER_MS);
-    if (report.nextDueInMs !== null) await schedulerOf(this.env).poke({ atMs: Date.now() + report.nextDueInMs, tasks: 0 });
+    this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
+    const atMs = wakeAt(report, Date.now(), Number.POSITIVE_INFINITY, this.#stalls);
+    if (Number.isFinite(atMs)) await schedulerOf(this.env).poke({ atMs, tasks: 0 });
   }
 
   async #closeDb(): Promise<void> {

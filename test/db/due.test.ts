@@ -108,17 +108,58 @@ describe('a run reports when to wake', () => {
   });
 
   it('a nudge makes a run waiting on a slow push claim what came due meanwhile', async () => {
-    endpoint.reply((push) => ({ status: 200, delayMs: push.path === '/slow' ? 1_500 : 0 }));
+    // The slow push is answered only once the fast one has arrived (or after 5 s): without the
+    // nudge, the fast task would wait for the slow push to end.
+    let overlapped = false;
+    endpoint.reply(async (push) => {
+      if (push.path !== '/slow') return { status: 200 };
+      const until = Date.now() + 5_000;
+      while (Date.now() < until && !endpoint.received.some((p) => p.path === '/fast')) await new Promise((r) => setTimeout(r, 10));
+      overlapped = endpoint.received.some((p) => p.path === '/fast');
+      return { status: 200 };
+    });
     await enqueue({ url: `${endpoint.url}/slow` });
     const nudges = new EventTarget();
     const running = run({ nudges }, { dispatchParallelism: 2 });
     await endpoint.waitFor(1);
     await enqueue({ url: `${endpoint.url}/fast` });
     nudges.dispatchEvent(new Event(DUE_EVENT));
-    await endpoint.waitFor(2);
-    // The fast task was pushed while the slow push was still open.
-    expect(endpoint.received.map((p) => p.path)).toEqual(['/slow', '/fast']);
     expect((await running).claimed).toBe(2);
+    expect(overlapped).toBe(true);
+  });
+
+  it('a task that comes due between the last claim pass and the probe is due now, not forgotten', async () => {
+    // Due a moment after this run's last claim: the probe must not skip it as "past".
+    const report = await run();
+    expect(report.claimed).toBe(0);
+    await enqueue({ delayMs: 30 });
+    await new Promise((r) => setTimeout(r, 60));
+    expect(await nextDueInMs(t.db)).toBe(0);
+    // A claim pass sees it (and takes it): then nothing is due.
+    expect((await run()).claimed).toBe(1);
+    expect(await nextDueInMs(t.db)).toBeNull();
+  });
+
+  it('a slot freed while a claim pass runs is claimed again, not forgotten', async () => {
+    // Queue "one" takes one at a time. A (in "one") and C (elsewhere) are pushed; C ends, and
+    // while the claim pass that follows is in flight, A ends and frees the slot B waits for.
+    await t.db.query(`insert into sluice.queues (name, options) values ('one', '{"concurrency": 1}')`);
+    endpoint.reply((push) => ({ status: 200, delayMs: push.path === '/a' ? 150 : 100 }));
+    await enqueue({ queue: 'one', url: `${endpoint.url}/a` });
+    await enqueue({ queue: 'one', url: `${endpoint.url}/b` });
+    await enqueue({ queue: 'other', url: `${endpoint.url}/c` });
+    // Every claim pass after the first is slowed by 100 ms, so A ends during one of them.
+    const slowDb = {
+      ...t.db,
+      query: async <R>(text: string, params?: readonly unknown[]) => {
+        const rows = await t.db.query<R>(text, params);
+        if (text.includes('sluice.claim')) await new Promise((r) => setTimeout(r, 100));
+        return rows;
+      },
+    };
+    const report = await dispatchRun({ db: slowDb, config: { ...config, dispatchParallelism: 2 }, keyring }, { budgetMs: 10_000 });
+    expect(report.claimed).toBe(3);
+    expect(endpoint.received.map((p) => p.path).sort()).toEqual(['/a', '/b', '/c']);
   });
 
   it('a nudge while every place is taken waits for a push to end instead of spinning', async () => {

@@ -131,6 +131,27 @@ describe('DispatchLoop', () => {
     await loop.stop();
   });
 
+  it('does not spin on work that reads due now but is never claimed', async () => {
+    const clock = manualTimers();
+    const { run, started } = scriptedRuns(clock, [
+      { nextDueInMs: 0 },
+      { nextDueInMs: 0 },
+      { nextDueInMs: 0 },
+      { nextDueInMs: 0, claimed: 1 },
+      {},
+    ]);
+    const loop = new DispatchLoop(run, { maxSleepMs: 60_000, timers: clock.timers });
+    loop.start();
+    await flush();
+    expect(started).toEqual([0]);
+    await clock.advance(50);
+    await clock.advance(100);
+    await clock.advance(200);
+    // The fourth run claimed something: no longer a stall, so the fifth ran at once.
+    expect(started).toEqual([0, 50, 150, 350, 350]);
+    await loop.stop();
+  });
+
   it('backs off after a failed run instead of spinning', async () => {
     const clock = manualTimers();
     const errors: unknown[] = [];

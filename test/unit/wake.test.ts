@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { nextShard, pokeForTasks, shardsToWake, wakeAt } from '../../src/core/wake.ts';
+import { isStall, nextShard, pokeForTasks, shardsToWake, stallDelayMs, wakeAt } from '../../src/core/wake.ts';
 
 describe('pokeForTasks', () => {
   const now = 1_000_000;
@@ -15,15 +15,30 @@ describe('pokeForTasks', () => {
 
 describe('wakeAt', () => {
   it('wakes at once when the run stopped with work left', () => {
-    expect(wakeAt({ more: true, nextDueInMs: 5_000 }, 100)).toBe(100);
+    expect(wakeAt({ more: true, nextDueInMs: 5_000, claimed: 0 }, 100)).toBe(100);
   });
   it('wakes at the next due time, at most maxSleepMs away', () => {
-    expect(wakeAt({ more: false, nextDueInMs: 250 }, 100)).toBe(350);
-    expect(wakeAt({ more: false, nextDueInMs: 90_000 }, 100, 30_000)).toBe(30_100);
+    expect(wakeAt({ more: false, nextDueInMs: 250, claimed: 0 }, 100)).toBe(350);
+    expect(wakeAt({ more: false, nextDueInMs: 90_000, claimed: 0 }, 100, 30_000)).toBe(30_100);
   });
   it('sleeps until poked when nothing waits on time (or until the fallback)', () => {
-    expect(wakeAt({ more: false, nextDueInMs: null }, 100)).toBe(Number.POSITIVE_INFINITY);
-    expect(wakeAt({ more: false, nextDueInMs: null }, 100, 30_000)).toBe(30_100);
+    expect(wakeAt({ more: false, nextDueInMs: null, claimed: 0 }, 100)).toBe(Number.POSITIVE_INFINITY);
+    expect(wakeAt({ more: false, nextDueInMs: null, claimed: 0 }, 100, 30_000)).toBe(30_100);
+  });
+});
+
+describe('stalls', () => {
+  it('a run that claimed nothing yet reads work due now is a stall', () => {
+    expect(isStall({ more: false, nextDueInMs: 0, claimed: 0 })).toBe(true);
+    expect(isStall({ more: false, nextDueInMs: 0, claimed: 3 })).toBe(false);
+    expect(isStall({ more: false, nextDueInMs: 20, claimed: 0 })).toBe(false);
+    expect(isStall({ more: true, nextDueInMs: null, claimed: 0 })).toBe(false);
+  });
+  it('stalls in a row back off from 50 ms, doubling, to at most 30 s', () => {
+    expect([0, 1, 2, 3, 10, 40].map(stallDelayMs)).toEqual([0, 50, 100, 200, 25_600, 30_000]);
+    expect(wakeAt({ more: false, nextDueInMs: 0, claimed: 0 }, 100, 60_000, 3)).toBe(300);
+    // A later due time wins over the stall's delay.
+    expect(wakeAt({ more: false, nextDueInMs: 5_000, claimed: 0 }, 100, 60_000, 3)).toBe(5_100);
   });
 });
 
