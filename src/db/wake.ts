@@ -9,11 +9,15 @@ import type { Queryable } from './db.ts';
 export const WAKE_CHANNEL = 'sluice_wake';
 export const LISTEN_WAKE = `listen ${WAKE_CHANNEL}`;
 
-export interface WakeMessage extends Poke {
+/** A poke as sent: due `inMs` from sending (relative, so instances' clocks need not agree). */
+export interface WakeMessage {
   from: string;
+  inMs: number;
+  tasks: number;
 }
 
-export async function wakeNotify(db: Queryable, message: WakeMessage): Promise<void> {
+export async function wakeNotify(db: Queryable, from: string, poke: Poke, nowMs: number): Promise<void> {
+  const message: WakeMessage = { from, inMs: Math.max(0, poke.atMs - nowMs), tasks: poke.tasks };
   await db.query('select pg_notify($1, $2)', [WAKE_CHANNEL, JSON.stringify(message)]);
 }
 
@@ -21,7 +25,7 @@ export async function wakeNotify(db: Queryable, message: WakeMessage): Promise<v
 export function parseWakeMessage(payload: string | undefined): WakeMessage | null {
   try {
     const m = JSON.parse(payload ?? '') as Partial<WakeMessage>;
-    if (typeof m.from === 'string' && typeof m.atMs === 'number' && typeof m.tasks === 'number') return m as WakeMessage;
+    if (typeof m.from === 'string' && typeof m.inMs === 'number' && typeof m.tasks === 'number') return m as WakeMessage;
   } catch {
     // Not ours: ignored.
   }

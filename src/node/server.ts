@@ -7,6 +7,7 @@
 import { serve } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
 import { loadConfig } from '../config.ts';
+import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
@@ -45,7 +46,11 @@ export async function startNodeSluice(options: {
       : new DispatchLoop((signal, nudges) => dispatchRun({ db, config, keyring }, { budgetMs: RUN_BUDGET_MS, signal, nudges }), {
           maxSleepMs: options.maxSleepMs ?? 30_000,
         });
-  const channel = startWakeChannel({ databaseUrl: config.databaseUrl, db, onPoke: (poke) => loop?.wake(poke.atMs) });
+  const channel = startWakeChannel({
+    databaseUrl: config.databaseUrl,
+    db,
+    ...(loop ? { onPoke: (poke: Poke) => loop.wake(poke.atMs) } : {}),
+  });
   // A long-lived process has no invocation to extend: background work just runs.
   const ctx = {
     waitUntil: (p: Promise<unknown>) => void p.catch((e) => console.error('sluice: background work failed', e)),

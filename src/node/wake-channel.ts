@@ -18,7 +18,8 @@ export function startWakeChannel(options: {
   databaseUrl: string;
   /** Where NOTIFYs are sent from (the app's pool). */
   db: Queryable;
-  onPoke: (poke: Poke) => void;
+  /** Called for other instances' pokes; without it nothing is listened for (an API-only instance). */
+  onPoke?: (poke: Poke) => void;
   log?: Pick<Console, 'warn'>;
 }): WakeChannel {
   const self = crypto.randomUUID();
@@ -28,14 +29,15 @@ export function startWakeChannel(options: {
   let failures = 0;
   let retry: ReturnType<typeof setTimeout> | null = null;
 
-  const listen = async (): Promise<void> => {
+  const listen = async (onPoke: (poke: Poke) => void): Promise<void> => {
     if (closed) return;
-    const c = new pg.Client({ connectionString: options.databaseUrl });
+    // Keep-alive: a half-open connection would otherwise go deaf without an error.
+    const c = new pg.Client({ connectionString: options.databaseUrl, keepAlive: true });
     client = c;
     c.on('notification', (n) => {
       if (n.channel !== WAKE_CHANNEL) return;
       const message = parseWakeMessage(n.payload);
-      if (message && message.from !== self) options.onPoke({ atMs: message.atMs, tasks: message.tasks });
+      if (message && message.from !== self) onPoke({ atMs: Date.now() + message.inMs, tasks: message.tasks });
     });
     c.on('error', () => reopen(c));
     c.on('end', () => reopen(c));
@@ -43,7 +45,7 @@ export function startWakeChannel(options: {
       await c.connect();
       await c.query(LISTEN_WAKE);
       // Anything announced while we were not listening is lost: look once now.
-      if (failures > 0) options.onPoke({ atMs: Date.now(), tasks: 0 });
+      if (failures > 0) onPoke({ atMs: Date.now(), tasks: 0 });
       failures = 0;
     } catch (error) {
       log.warn(`sluice: listening for wake-ups failed (${(error as Error).message}); retrying`);
@@ -58,12 +60,12 @@ export function startWakeChannel(options: {
     retry = setTimeout(
       () => {
         retry = null;
-        void listen();
+        if (options.onPoke) void listen(options.onPoke);
       },
       Math.min(10_000, 100 * 2 ** Math.min(failures, 7)),
     );
   };
-  void listen();
+  if (options.onPoke) void listen(options.onPoke);
 
   let pending: Poke | null = null;
   let sending = false;
@@ -73,7 +75,7 @@ export function startWakeChannel(options: {
       const poke: Poke = pending;
       pending = null;
       // A lost NOTIFY costs at most the other instances' fallback poll.
-      await wakeNotify(options.db, { ...poke, from: self }).catch((e) => log.warn(`sluice: NOTIFY failed: ${(e as Error).message}`));
+      await wakeNotify(options.db, self, poke, Date.now()).catch((e) => log.warn(`sluice: NOTIFY failed: ${(e as Error).message}`));
     }
     sending = false;
   };

@@ -107,7 +107,12 @@ async function serveSql(req: IncomingMessage, res: ServerResponse, allowed: Set<
   } catch {
     return answer(400, { message: 'the body is not JSON' });
   }
-  const client = await pool.connect();
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    return answer(400, { message: `cannot connect: ${(error as Error).message}`, code: (error as { code?: string }).code ?? '08006' });
+  }
   const run = async (q: SqlQuery) => {
     const r = await client.query({ text: q.query, values: q.params, rowMode: 'array', types: RAW });
     return {
