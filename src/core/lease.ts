@@ -8,7 +8,8 @@
  *              │  │                               ├──fail─────────▶ pending (retry) | dead
  *              │  │                               ├──release──────▶ pending (no attempt used)
  *              │  │                               └──cancel seen───▶ cancelled
- *              │  └──failure / 429+Retry-After ───────▶ pending | dead
+ *              │  ├──failure / 429+Retry-After ───────▶ pending | dead
+ *              │  └──timeout, connection lost ────────▶ held until expiry or a lease call (the handler may be running)
  *              └──expiry (no answer, no heartbeat) ──▶ pending (retry) | dead
  *
  * Every ending is a compare-and-set on the lease id (db/settle.ts, db/leases.ts): only the
@@ -43,12 +44,15 @@ export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number,
   }
 }
 
-/** The outcome of a lease that expired: an attempt that timed out. */
+/**
+ * The outcome of a lease that expired: an attempt that timed out. That includes a push that
+ * timed out or lost its connection: its lease (its slot) was held until now.
+ */
 export function expiryOutcome(expiresAt: Date) {
   return {
     type: 'failed',
     retryable: true,
-    error: `lease expired at ${expiresAt.toISOString()} (no answer or heartbeat in time)`,
+    error: `lease expired at ${expiresAt.toISOString()} (no answer, heartbeat or lease call in time)`,
     status: null,
   } as const;
 }

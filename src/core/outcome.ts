@@ -17,7 +17,8 @@ export type PushResult =
       durationMs: number;
     }
   | { kind: 'timeout'; durationMs: number }
-  | { kind: 'network'; message: string; durationMs: number }
+  /** `sent`: the request may have reached the endpoint (false only when surely not: refused, no such host). */
+  | { kind: 'network'; message: string; sent: boolean; durationMs: number }
   /** Sluice refused to send it (a target that is not allowed, say). */
   | { kind: 'refused'; message: string; durationMs: number };
 
@@ -25,6 +26,12 @@ export type Outcome =
   | { type: 'succeeded'; result: string | null; status: number }
   /** 2xx with `Sluice-Ack: lease`: the endpoint keeps the lease and will complete or fail it. */
   | { type: 'lease_kept'; status: number }
+  /**
+   * No answer in time, or the connection lost after the request may have arrived: the handler
+   * may still be running (closing a connection does not stop it), so the lease, which is the
+   * slot, is held until it expires or its holder ends it with the push's lease token.
+   */
+  | { type: 'unanswered'; error: string }
   | { type: 'deferred'; delayMs: number; status: number }
   | { type: 'failed'; retryable: boolean; error: string; status: number | null };
 
@@ -32,8 +39,9 @@ export type Outcome =
 export function classifyPush(result: PushResult, nowMs: number): Outcome {
   switch (result.kind) {
     case 'timeout':
-      return { type: 'failed', retryable: true, error: `push timed out after ${result.durationMs} ms`, status: null };
+      return { type: 'unanswered', error: `push timed out after ${result.durationMs} ms` };
     case 'network':
+      if (result.sent) return { type: 'unanswered', error: `network error: ${result.message}` };
       return { type: 'failed', retryable: true, error: `network error: ${result.message}`, status: null };
     case 'refused':
       return { type: 'failed', retryable: false, error: `push refused: ${result.message}`, status: null };
@@ -88,7 +96,10 @@ type SettleInput = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferral
  * produced it (a claim counts the attempt it starts). A kept lease does not end here: the
  * endpoint ends it with a lease call (core/lease.ts).
  */
-export function decide(task: SettleInput, outcome: Exclude<Outcome, { type: 'lease_kept' }>, nowMs: number, random: number): Settlement {
+/** The outcomes that end a lease now; the others leave it held (kept, or unanswered). */
+export type EndingOutcome = Exclude<Outcome, { type: 'lease_kept' | 'unanswered' }>;
+
+export function decide(task: SettleInput, outcome: EndingOutcome, nowMs: number, random: number): Settlement {
   if (outcome.type === 'succeeded') {
     const result = outcome.result === null ? null : storable(truncate(outcome.result, LIMITS.resultBytes));
     return { status: 'succeeded', result, httpStatus: outcome.status };

@@ -1,7 +1,8 @@
 /**
  * One push: the signed HTTP request that carries a leased task to its endpoint
  * (DESIGN.md §3). Never follows redirects; reads at most 64 KiB of the answer; gives up
- * before the lease ends, so a slot is never handed on while the push it paid for is open.
+ * before the lease ends; a push that timed out or lost its connection keeps its slot until the
+ * lease expires (core/outcome.ts `unanswered`), since its handler may still be running.
  */
 import type { PushResult } from '../core/outcome.ts';
 import { type LeasedTask, LIMITS } from '../core/types.ts';
@@ -40,7 +41,7 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
 
   const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - leaseMarginMs(task.leaseMs));
-  if (timeoutMs <= 0) return { kind: 'timeout', durationMs: 0 };
+  if (timeoutMs <= 0) return { kind: 'network', message: 'no time left in the lease to push', sent: false, durationMs: 0 };
 
   let request: RequestInit;
   try {
@@ -60,7 +61,12 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
     return { kind: 'response', status: response.status, headers, body, durationMs: elapsed() };
   } catch (error) {
     if (isTimeout(error)) return { kind: 'timeout', durationMs: elapsed() };
-    return { kind: 'network', message: error instanceof Error ? error.message : String(error), durationMs: elapsed() };
+    return {
+      kind: 'network',
+      message: error instanceof Error ? error.message : String(error),
+      sent: mayHaveArrived(error),
+      durationMs: elapsed(),
+    };
   }
 }
 
@@ -114,6 +120,18 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
     offset += chunk.length;
   }
   return new TextDecoder().decode(all);
+}
+
+/**
+ * Failures that prove the request never reached the endpoint (Node's fetch names them); any
+ * other failure, and every failure on Workers ("Network connection lost."), may have come after
+ * the endpoint got the request.
+ */
+const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function mayHaveArrived(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } })?.cause?.code;
+  return !(typeof code === 'string' && NEVER_SENT.has(code));
 }
 
 function isTimeout(error: unknown): boolean {

@@ -60,6 +60,8 @@ export interface RunReport {
   lost: number;
   /** Pushes answered with `Sluice-Ack: lease`: the endpoint holds the lease. */
   leaseKept: number;
+  /** Pushes that timed out or lost their connection: their leases are held until they expire. */
+  unanswered: number;
   /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
   roundTrips: number;
   /** The run stopped for its budget (time, pushes) rather than for want of work: run again at once. */
@@ -80,6 +82,7 @@ export function emptyReport(): RunReport {
     reaped: 0,
     lost: 0,
     leaseKept: 0,
+    unanswered: 0,
     roundTrips: 0,
     more: false,
     nextDueInMs: null,
@@ -109,6 +112,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     if (outcome.type === 'lease_kept') {
       // The endpoint holds the lease now; it ends it with a lease call, or it expires.
       report.leaseKept++;
+      return;
+    }
+    if (outcome.type === 'unanswered') {
+      // The handler may still be running: its slot stays taken until the lease expires (then
+      // the reaper counts a timed-out attempt) or the handler ends the lease with its token.
+      report.unanswered++;
       return;
     }
     const settlement = decide(task, outcome, now(), random());

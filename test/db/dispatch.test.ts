@@ -7,6 +7,7 @@ import { leaseHeartbeat } from '../../src/db/leases.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { taskCancel, taskGet, taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { freePort } from '../../src/node/postgres.ts';
 import { HEADERS } from '../../src/sdk/protocol/headers.ts';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
@@ -154,11 +155,40 @@ describe('outcomes', () => {
     expect(await get(task.id)).toMatchObject({ status: 'pending', attempts: 1, lastStatus: 302 });
   });
 
-  it('a push that outlives its timeout is a failed attempt', async () => {
-    endpoint.reply(() => ({ status: 200, delayMs: 1_500 }));
-    const task = await enqueue({ timeoutMs: 300 });
+  it('a push that outlives its timeout keeps its slot until the lease expires, then counts as a failed attempt', async () => {
+    // Queue "one" takes one task at a time. The first push hangs past its timeout (but not
+    // past its lease): its handler is still running, so the second task waits for the lease.
+    await t.db.query(`insert into sluice.queues (name, options) values ('one', '{"concurrency": 1}')`);
+    let open = 0;
+    let peak = 0;
+    endpoint.reply(async (push) => {
+      open++;
+      peak = Math.max(peak, open);
+      await new Promise((r) => setTimeout(r, push.path === '/hangs' ? 800 : 0));
+      open--;
+      return { status: 200 };
+    });
+    const hung = await enqueue({ queue: 'one', url: `${endpoint.url}/hangs`, timeoutMs: 300, leaseMs: 1_000, maxAttempts: 1 });
+    const next = await enqueue({ queue: 'one', url: `${endpoint.url}/next` });
+    const first = await run();
+    expect(first).toMatchObject({ claimed: 1, unanswered: 1 });
+    expect(await get(hung.id)).toMatchObject({ status: 'leased' });
+    expect(await get(next.id)).toMatchObject({ status: 'pending' });
+    expect(first.nextDueInMs).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, (first.nextDueInMs ?? 0) + 50));
+    const second = await run();
+    expect(second).toMatchObject({ reaped: 1, dead: 1, claimed: 1, succeeded: 1 });
+    expect(await get(hung.id)).toMatchObject({ status: 'dead', lastError: expect.stringMatching(/lease expired/) });
+    const [push] = endpoint.received.filter((p) => p.path === '/next');
+    expect(push!.receivedAt).toBeGreaterThanOrEqual(Date.parse(endpoint.received[0]!.headers['sluice-lease-expires-at'] as string));
+    expect(peak).toBe(1);
+  });
+
+  it('a push whose connection was refused (surely never sent) fails at once and retries', async () => {
+    // Nothing listens there: the connection is refused, so nothing reached anyone.
+    const task = await enqueue({ url: `http://127.0.0.1:${await freePort()}/closed` });
     await run();
-    expect(await get(task.id)).toMatchObject({ status: 'pending', attempts: 1, lastError: expect.stringMatching(/timed out/) });
+    expect(await get(task.id)).toMatchObject({ status: 'pending', attempts: 1, lastError: expect.stringMatching(/network error/) });
   });
 
   it('a refused target fails for good without a request', async () => {

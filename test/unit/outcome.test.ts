@@ -42,9 +42,19 @@ describe('classifyPush', () => {
     expect(classifyPush(response(422, { 'sluice-retry': 'false' }), NOW)).toMatchObject({ type: 'failed', retryable: false });
   });
 
-  it('fails timeouts and network errors as retryable, refusals as final', () => {
-    expect(classifyPush({ kind: 'timeout', durationMs: 30_000 }, NOW)).toMatchObject({ type: 'failed', retryable: true, status: null });
-    expect(classifyPush({ kind: 'network', message: 'ECONNREFUSED', durationMs: 1 }, NOW)).toMatchObject({ retryable: true });
+  it('holds the slot after a timeout or a lost connection (the handler may be running); refusals are final', () => {
+    expect(classifyPush({ kind: 'timeout', durationMs: 30_000 }, NOW)).toEqual({
+      type: 'unanswered',
+      error: 'push timed out after 30000 ms',
+    });
+    expect(classifyPush({ kind: 'network', message: 'Network connection lost.', sent: true, durationMs: 1 }, NOW)).toMatchObject({
+      type: 'unanswered',
+    });
+    // Surely never sent (refused, no such host): the attempt fails at once and retries.
+    expect(classifyPush({ kind: 'network', message: 'ECONNREFUSED', sent: false, durationMs: 1 }, NOW)).toMatchObject({
+      type: 'failed',
+      retryable: true,
+    });
     expect(classifyPush({ kind: 'refused', message: 'private', durationMs: 0 }, NOW)).toMatchObject({ retryable: false });
   });
 });
