@@ -86,6 +86,8 @@ export interface Config {
   clusterCap: number | null;
   allowPrivateTargets: boolean;
   queues: Readonly<Record<string, QueueOptions>>;
+  /** How long finished tasks are kept before the dispatcher deletes them; `null` = for ever. */
+  retentionMs: number | null;
   /** Workers: how API requests reach Postgres: Neon's HTTP query endpoint, or a WebSocket Pool. */
   apiDatabase: 'http' | 'websocket';
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
@@ -159,6 +161,20 @@ const envSchema = z
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
+    SLUICE_RETENTION: z
+      .string()
+      .default('7d')
+      .transform((text, ctx) => {
+        const ms = parseRetention(text);
+        if (ms === undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message: 'must be a duration of at least a minute, such as 7d, 12h, 30m or 3600000 (ms), or "forever"',
+          });
+          return z.NEVER;
+        }
+        return ms;
+      }),
   })
   .superRefine((env, ctx) => {
     if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
@@ -207,6 +223,7 @@ export function loadConfig(env: Env): Config {
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
     apiDatabase: e.SLUICE_API_DATABASE,
+    retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
   });
   cache.set(env, config);
@@ -261,6 +278,18 @@ export function describeLimits(config: Config): string {
       return `queue ${name}: ${limits.join(' ')}`;
     }),
   ].join(', ');
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `7d`, `12h`, `30m`, `45s`, `500ms` or bare milliseconds; `forever` = `null`; else undefined. */
+export function parseRetention(text: string): number | null | undefined {
+  const t = text.trim().toLowerCase();
+  if (t === 'forever') return null;
+  const m = /^(\d{1,12})(ms|s|m|h|d)?$/.exec(t);
+  if (!m) return undefined;
+  const ms = Number(m[1]) * (DURATION_UNITS[m[2] ?? 'ms'] ?? 1);
+  return ms >= 60_000 ? ms : undefined;
 }
 
 function blankToUndefined(env: Env): Record<string, unknown> {

@@ -188,3 +188,44 @@ describe('a run reports when to wake', () => {
     expect(statuses.map((r) => r.status)).toEqual(['succeeded', 'pending']);
   });
 });
+
+describe('retention', () => {
+  const finishAgo = (ids: string[], ms: number) =>
+    t.db.query(
+      `update sluice.tasks set status = 'succeeded', finished_at = now() - make_interval(secs => $2 / 1000.0) where id = any($1::bigint[])`,
+      [ids, ms],
+    );
+
+  it('a run deletes finished tasks older than the window, with their attempts, and nothing else', async () => {
+    const old = await Promise.all([enqueue(), enqueue()]);
+    const recent = await enqueue();
+    const live = await enqueue({ delayMs: 3_600_000 });
+    await finishAgo(
+      old.map((x) => x.id),
+      8 * 86_400_000,
+    );
+    await finishAgo([recent.id], 86_400_000);
+    await t.db.query(
+      `insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome) values ($1, 1, gen_random_uuid(), now(), 'succeeded')`,
+      [old[0]!.id],
+    );
+    const report = await run({}, { retentionMs: 7 * 86_400_000 });
+    expect(report.deleted).toBe(2);
+    const left = await t.db.query<{ id: string }>('select id::text from sluice.tasks t order by t.id');
+    expect(left.map((r) => r.id)).toEqual([recent.id, live.id]);
+    expect(await t.db.query('select 1 from sluice.attempts')).toHaveLength(0);
+  });
+
+  it("deletes nothing when kept for ever; the cron's reap-only run sweeps too", async () => {
+    const many = await taskInsertMany(
+      t.db,
+      Array.from({ length: 30 }, () => newTask({ url: `${endpoint.url}/x` })),
+    );
+    await finishAgo(
+      many.map((m) => m.task.id),
+      86_400_000,
+    );
+    expect((await run({}, { retentionMs: null })).deleted).toBe(0);
+    expect((await run({ reapOnly: true }, { retentionMs: 60_000 })).deleted).toBe(30);
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, queueDefaults } from '../../src/config.ts';
+import { loadConfig, parseRetention, queueDefaults } from '../../src/config.ts';
 import { ConfigError } from '../../src/core/errors.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 
@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       dispatchParallelism: 6,
       dispatchShards: 4,
       apiDatabase: 'http',
+      retentionMs: 7 * 86_400_000,
       allowPrivateTargets: false,
       issuer: 'sluice',
     });
@@ -77,5 +78,16 @@ describe('loadConfig', () => {
   it('does not echo a secret that fails to parse', () => {
     const found = problems({ ...base, SLUICE_API_KEYS: '{"sha256": secret-value' });
     expect(found.join(' ')).not.toContain('secret-value');
+  });
+
+  it('reads SLUICE_RETENTION as a duration, or "forever", and refuses less than a minute', () => {
+    expect(parseRetention('7d')).toBe(604_800_000);
+    expect(parseRetention('12h')).toBe(43_200_000);
+    expect(parseRetention('90s')).toBe(90_000);
+    expect(parseRetention('3600000')).toBe(3_600_000);
+    expect(parseRetention(' Forever ')).toBeNull();
+    expect(parseRetention('30s')).toBeUndefined();
+    expect(parseRetention('1w')).toBeUndefined();
+    expect(problems({ ...base, SLUICE_RETENTION: 'a week' })).toEqual([expect.stringMatching(/^SLUICE_RETENTION: must be a duration/)]);
   });
 });
