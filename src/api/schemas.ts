@@ -113,9 +113,14 @@ export const batchSchema = z
 
 export const listQuerySchema = z
   .object({
-    queue: z.string().max(LIMITS.nameChars).optional(),
+    // Held to the same rules as at enqueue: no task can have another queue name or key.
+    queue: z
+      .string()
+      .max(LIMITS.nameChars)
+      .regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -')
+      .optional(),
     status: z.enum(TASK_STATUSES).optional(),
-    concurrency_key: z.string().max(LIMITS.keyChars).optional(),
+    concurrency_key: text().max(LIMITS.keyChars).optional(),
     cursor: z.string().max(64).optional(),
     limit: z.coerce.number().int().min(1).max(500).default(50),
   })

@@ -22,6 +22,7 @@ export function checkTarget(raw: string, allowPrivate: boolean): TargetCheck {
   if (url.protocol === 'http:' && !allowPrivate) {
     return { ok: false, reason: 'must be https (http is allowed only with SLUICE_ALLOW_PRIVATE_TARGETS=true)' };
   }
+  if (url.port === '0') return { ok: false, reason: 'must not use port 0' };
   if (url.username || url.password) {
     return { ok: false, reason: 'must not carry credentials; send them in `headers`' };
   }
@@ -40,7 +41,8 @@ export function privateHostReason(hostname: string): string | null {
   if (v4 !== null) return ipv4Reason(v4);
   if (host === 'localhost' || host.endsWith('.localhost')) return 'a loopback name';
   if (!host.includes('.')) return 'a single-label (internal) name';
-  for (const suffix of ['.local', '.internal', '.intranet', '.lan', '.home.arpa', '.corp']) {
+  // Kubernetes service names (`name.namespace.svc`, `….svc.cluster.local`) are internal too.
+  for (const suffix of ['.local', '.internal', '.intranet', '.lan', '.home.arpa', '.corp', '.svc']) {
     if (host.endsWith(suffix)) return `an internal name (*${suffix})`;
   }
   return null;

@@ -13,6 +13,10 @@ const HOSTILE = [
   'https://localhost/',
   'https://LOCALHOST./',
   'https://api.localhost/',
+  'https://kubernetes.default.svc/', // Kubernetes service names
+  'https://kubernetes.default.svc.cluster.local/',
+  'https://api.prod.svc/',
+  'https://example.com:0/', // port 0
   'https://0.0.0.0/',
   'https://0/',
   'https://10.0.0.1/',

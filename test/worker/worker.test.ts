@@ -207,6 +207,8 @@ describe('the API', () => {
       [api('/v1/tasks/123456789'), 404, /task 123456789 was not found/],
       [api('/v1/tasks/not-an-id'), 404, /was not found/],
       [api('/v1/tasks?status=sleeping'), 400, /status/],
+      [api('/v1/tasks?queue=%00'), 400, /queue: must start with a letter or digit/],
+      [api('/v1/tasks?concurrency_key=%00'), 400, /concurrency_key: must not contain NUL/],
       [api('/v1/tasks?cursor=garbage'), 400, /cursor: is not a cursor/],
       [api('/v1/nothing-here'), 404, /no route/],
       [post('/v1/tasks', { url: `${endpoint.url}/x`, body_text: 'a\u0000b' }), 400, /body_text: must not contain NUL/],
