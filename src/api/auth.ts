@@ -12,6 +12,7 @@ export function requireScope(scope: Scope) {
     const entry = await matchApiKey(c.var.config.apiKeys, match[1]);
     if (!entry) throw new UnauthorizedError('the API key is not valid');
     if (!entry.scopes.includes(scope) && !entry.scopes.includes('admin')) throw new ForbiddenError(scope);
+    c.set('canRead', entry.scopes.includes('tasks:read') || entry.scopes.includes('admin'));
     await next();
   });
 }

@@ -22,6 +22,8 @@ export interface AppEnv {
     config: Config;
     db: Db;
     keyring: () => Promise<Keyring>;
+    /** The caller's key may read tasks (`tasks:read` or `admin`); set by `requireScope`. */
+    canRead: boolean;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */
     poke: (poke?: Poke) => void;
   };

@@ -1,6 +1,14 @@
 /** How a task looks on the wire (snake_case). */
 import type { Task } from '../core/types.ts';
 
+/**
+ * What a key without `tasks:read` may see of a task it did not just create (a dedup hit, a
+ * cancel, a redrive): that it exists and its state, not its URL, body, result or errors.
+ */
+export function taskStateView(task: Task) {
+  return { id: task.id, queue: task.queue, status: task.status };
+}
+
 export function taskView(task: Task, options: { body?: boolean } = {}) {
   return {
     id: task.id,

@@ -11,7 +11,7 @@ import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { batchSchema, enqueueSchema, listQuerySchema, resolveTask } from '../schemas.ts';
-import { taskView } from '../views.ts';
+import { taskStateView, taskView } from '../views.ts';
 
 export const tasks = new Hono<AppEnv>();
 
@@ -20,7 +20,7 @@ tasks.post('/', requireScope('tasks:write'), async (c) => {
   const [task] = validateTasks([raw], c.var.config, '');
   const [result] = await taskInsertMany(c.var.db, [task as NewTask]);
   pokeForNew(c.var.poke, [result as Enqueued]);
-  return c.json(enqueuedView(result as Enqueued), result?.deduplicated ? 200 : 201);
+  return c.json(enqueuedView(result as Enqueued, c.var.canRead), result?.deduplicated ? 200 : 201);
 });
 
 tasks.post('/batch', requireScope('tasks:write'), async (c) => {
@@ -30,7 +30,7 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   const newTasks = validateTasks(parsed.data.tasks, c.var.config, 'tasks');
   const results = await taskInsertMany(c.var.db, newTasks);
   pokeForNew(c.var.poke, results);
-  return c.json({ tasks: results.map(enqueuedView) }, 201);
+  return c.json({ tasks: results.map((r) => enqueuedView(r, c.var.canRead)) }, 201);
 });
 
 tasks.get('/', requireScope('tasks:read'), async (c) => {
@@ -53,7 +53,8 @@ tasks.get('/:id', requireScope('tasks:read'), async (c) => {
 tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
   const id = taskId(c.req.param('id'));
   if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
-  return c.json(taskView(await taskCancel(c.var.db, id)));
+  const task = await taskCancel(c.var.db, id);
+  return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
 
 /** Validates every item first, so a batch with one bad task writes nothing. */
@@ -80,7 +81,7 @@ tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
   if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
   const task = await taskRedrive(c.var.db, id);
   c.var.poke();
-  return c.json(taskView(task));
+  return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
 
 /** Tells the dispatcher when the tasks just written come due (a deduplicated hit adds nothing). */
@@ -92,8 +93,9 @@ function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued[]): void
   if (p) poke(p);
 }
 
-function enqueuedView(e: Enqueued) {
-  return { ...taskView(e.task), deduplicated: e.deduplicated };
+/** A new task is the caller's own; a dedup hit may be another caller's, shown whole only to readers. */
+function enqueuedView(e: Enqueued, canRead: boolean) {
+  return { ...(e.deduplicated && !canRead ? taskStateView(e.task) : taskView(e.task)), deduplicated: e.deduplicated };
 }
 
 /** Task ids are positive 64-bit integers; anything else cannot name a task. */
