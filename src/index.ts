@@ -17,6 +17,8 @@ export { Pusher } from './worker/pusher.ts';
 export { Scheduler } from './worker/scheduler.ts';
 
 const app = createApp({
+  // Set by Cloudflare's edge: the client's address, which a client cannot forge.
+  clientAddress: (request) => request.headers.get('cf-connecting-ip'),
   openDb: (config) => (config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config)),
   poke(poke, _config, env, ctx) {
     ctx.waitUntil(

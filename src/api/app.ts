@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { loadConfig } from '../config.ts';
-import { ConfigError } from '../core/errors.ts';
+import { ConfigError, TooManyRequestsError, UnauthorizedError } from '../core/errors.ts';
 import { pokeNow } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
@@ -21,6 +21,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.use('*', async (c, next) => {
     const config = loadConfig(c.env);
     c.set('config', config);
+    c.set('clientAddress', platform.clientAddress(c.req.raw));
     c.set('keyring', () => loadKeyring(config.signingKeys));
     // Opened on first use: a health check of the JWKS never touches the database.
     let db: OpenDb | null = null;
@@ -38,6 +39,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     } finally {
       if (db) c.executionCtx.waitUntil((db as OpenDb).close());
     }
+    c.header('x-content-type-options', 'nosniff');
   });
 
   app.route('/', meta);
@@ -62,6 +64,9 @@ export function createApp(platform: Platform): Hono<AppEnv> {
       const names = [...new Set(error.issues.map((i) => i.path.split('.')[0]))].join(', ');
       return problemResponse(c, { ...problem, detail: `Sluice is misconfigured (${names}); the server log says how to fix it` });
     }
+    if (error instanceof UnauthorizedError) c.header('www-authenticate', 'Bearer realm="sluice"');
+    if (error instanceof TooManyRequestsError) c.header('retry-after', String(error.retryAfterS));
+    c.header('x-content-type-options', 'nosniff');
     return problemResponse(c, problem);
   });
   return app;

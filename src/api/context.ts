@@ -12,6 +12,8 @@ export interface ExecutionContextLike {
 export interface Platform {
   /** A database handle for one request; closed when the request is done. */
   openDb(config: Config): OpenDb;
+  /** The client's network address, where the platform knows it (for the bad-key brake). */
+  clientAddress(request: Request): string | null;
   /** Tells the dispatcher that work comes due (DESIGN.md §6), without delaying the response. */
   poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
 }
@@ -22,6 +24,7 @@ export interface AppEnv {
     config: Config;
     db: Db;
     keyring: () => Promise<Keyring>;
+    clientAddress: string | null;
     /** The caller's key may read tasks (`tasks:read` or `admin`); set by `requireScope`. */
     canRead: boolean;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */

@@ -44,6 +44,16 @@ export class ForbiddenError extends SluiceError {
   }
 }
 
+/** Too many requests from one client; `retryAfterS` goes out as `Retry-After`. */
+export class TooManyRequestsError extends SluiceError {
+  override name = 'TooManyRequestsError';
+  readonly retryAfterS: number;
+  constructor(message: string, retryAfterS: number) {
+    super(429, 'too_many_requests', message);
+    this.retryAfterS = retryAfterS;
+  }
+}
+
 export class NotFoundError extends SluiceError {
   override name = 'NotFoundError';
   constructor(what: string) {

@@ -57,7 +57,10 @@ export async function startNodeSluice(options: {
     passThroughOnException: () => {},
     props: {},
   };
+  // The socket's address for each request, for the bad-key brake.
+  const addresses = new WeakMap<Request, string>();
   const app = createApp({
+    clientAddress: (request) => addresses.get(request) ?? null,
     openDb: () => shared,
     poke(poke) {
       loop?.wake(poke.atMs);
@@ -66,8 +69,17 @@ export async function startNodeSluice(options: {
   });
   const host = options.host ?? '127.0.0.1';
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: (request) => app.fetch(request, options.env, ctx), port: options.port ?? 0, hostname: host }, () =>
-      resolve(s),
+    const s = serve(
+      {
+        fetch: (request, node) => {
+          const address = node.incoming.socket.remoteAddress;
+          if (address) addresses.set(request, address);
+          return app.fetch(request, options.env, ctx);
+        },
+        port: options.port ?? 0,
+        hostname: host,
+      },
+      () => resolve(s),
     );
   });
   const address = server.address() as { port: number };

@@ -66,3 +66,20 @@ describe('a key with only tasks:write', () => {
     expect(await read.text()).toMatch(/s3cret/);
   });
 });
+
+describe('bad API keys', () => {
+  it('are answered 401 with WWW-Authenticate, and 20 from one address bring a 429 with Retry-After, even for a good key', async () => {
+    const statuses: number[] = [];
+    let last: Response | null = null;
+    for (let i = 0; i < 21; i++) {
+      last = await fetch(`${sluice.url}/v1/tasks?limit=1`, { headers: { authorization: `Bearer sk_sluice_guess${i}` } });
+      statuses.push(last.status);
+      if (i === 0) expect(last.headers.get('www-authenticate')).toBe('Bearer realm="sluice"');
+    }
+    expect(statuses.slice(0, 20).every((s) => s === 401)).toBe(true);
+    expect(statuses[20]).toBe(429);
+    expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
+    const good = await fetch(`${sluice.url}/v1/tasks?limit=1`, { headers: { authorization: `Bearer ${full}` } });
+    expect(good.status).toBe(429);
+  });
+});

@@ -2,6 +2,7 @@
  * The real Worker in workerd (Miniflare), with the Neon driver reaching a real Postgres
  * through the WebSocket proxy, pushing over real HTTP to a local endpoint.
  */
+import { createHash } from 'node:crypto';
 import { createRemoteJWKSet } from 'jose';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskInsertMany } from '../../src/db/tasks.ts';
@@ -270,6 +271,22 @@ describe('the API', () => {
     const page = await api('/docs', { key: null });
     expect(page.headers.get('content-type')).toMatch(/text\/html/);
     expect(await page.text()).toContain("fetch('/openapi.json')");
+  });
+
+  it('sends security headers: nosniff everywhere, WWW-Authenticate on 401, a hash-pinned CSP on /docs', async () => {
+    for (const res of [await api('/healthz', { key: null }), await api('/v1/tasks/1'), await api('/nowhere')]) {
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    }
+    const denied = await api('/v1/tasks', { key: null });
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get('www-authenticate')).toBe('Bearer realm="sluice"');
+    const docs = await api('/docs', { key: null });
+    const html = await docs.text();
+    const script = /<script>([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
+    const digest = createHash('sha256').update(script).digest('base64');
+    const csp = docs.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain(`script-src 'sha256-${digest}'`);
+    expect(csp).toMatch(/default-src 'none'.*connect-src 'self'.*frame-ancestors 'none'/);
   });
 
   it('serves health and the public JWKS without a key', async () => {
