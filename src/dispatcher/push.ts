@@ -12,7 +12,7 @@ import { signPush } from '../sdk/protocol/signature.ts';
 import { signWebhook } from '../sdk/protocol/webhook.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { signLeaseToken } from '../security/lease-token.ts';
-import { checkTarget } from '../security/targets.ts';
+import { checkTarget, PrivateTargetError } from '../security/targets.ts';
 
 export interface PushDeps {
   keyring: Keyring;
@@ -61,6 +61,8 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
     return { kind: 'response', status: response.status, headers, body, durationMs: elapsed() };
   } catch (error) {
     if (isTimeout(error)) return { kind: 'timeout', durationMs: elapsed() };
+    // The name resolved to a private address (Node checks and pins it): never sent.
+    if (error instanceof PrivateTargetError) return { kind: 'refused', message: `url ${error.message}`, durationMs: elapsed() };
     return {
       kind: 'network',
       message: error instanceof Error ? error.message : String(error),

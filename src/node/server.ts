@@ -13,6 +13,7 @@ import { DispatchLoop } from '../dispatcher/loop.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
+import { pinnedFetch } from './pinned-fetch.ts';
 import { startWakeChannel } from './wake-channel.ts';
 
 export interface NodeSluice {
@@ -40,12 +41,17 @@ export async function startNodeSluice(options: {
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20);
   const shared: OpenDb = { ...db, close: async () => {} };
   const keyring = await loadKeyring(config.signingKeys);
+  // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
+  const push = pinnedFetch({ allowPrivate: config.allowPrivateTargets });
   const loop =
     options.dispatch === false
       ? null
-      : new DispatchLoop((signal, nudges) => dispatchRun({ db, config, keyring }, { budgetMs: RUN_BUDGET_MS, signal, nudges }), {
-          maxSleepMs: options.maxSleepMs ?? 30_000,
-        });
+      : new DispatchLoop(
+          (signal, nudges) => dispatchRun({ db, config, keyring, fetch: push }, { budgetMs: RUN_BUDGET_MS, signal, nudges }),
+          {
+            maxSleepMs: options.maxSleepMs ?? 30_000,
+          },
+        );
   const channel = startWakeChannel({
     databaseUrl: config.databaseUrl,
     db,

@@ -3,8 +3,9 @@
  * at push. The WHATWG URL parser already normalises decimal, octal and hex IPv4 spellings
  * (`http://0x7f.1/` has the hostname `127.0.0.1`), so the checks below see canonical forms.
  *
- * Not covered here: a public hostname whose DNS answer is private (rebinding). A Worker's
- * fetch cannot pin a resolved address; see the README's security notes.
+ * A public hostname whose DNS answer is private (rebinding) is caught at push time on Node, where
+ * the resolved address is checked and pinned (src/node/pinned-fetch.ts); a Worker's fetch
+ * cannot pin an address (README, security notes).
  */
 
 export type TargetCheck = { ok: true; url: URL } | { ok: false; reason: string };
@@ -31,6 +32,16 @@ export function checkTarget(raw: string, allowPrivate: boolean): TargetCheck {
     if (why) return { ok: false, reason: `points to ${why}, which is refused (SLUICE_ALLOW_PRIVATE_TARGETS is off)` };
   }
   return { ok: true, url };
+}
+
+/** A name that resolved to an address Sluice may not push to (thrown by a pinning fetch). */
+export class PrivateTargetError extends Error {
+  override name = 'PrivateTargetError';
+}
+
+/** Why a resolved address (IPv4 dotted, or IPv6 without brackets) is not public, or `null`. */
+export function privateAddressReason(address: string): string | null {
+  return privateHostReason(address.includes(':') ? `[${address}]` : address);
 }
 
 /** Why a hostname is not a public target, or `null` when it is. */
