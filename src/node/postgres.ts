@@ -46,8 +46,10 @@ export async function startEmbeddedPostgres(options: {
   log?: boolean;
 }): Promise<RunningPostgres> {
   const port = options.port ?? (await freePort());
+  let stopping = false;
   const log = (text: string) => {
-    if (options.log || /FATAL|PANIC/.test(text)) console.error(`[postgres] ${text.trim()}`);
+    // Once asked to stop, the FATALs are its own goodbyes to open connections.
+    if (options.log || (!stopping && /FATAL|PANIC/.test(text))) console.error(`[postgres] ${text.trim()}`);
   };
   const runAs = userInfo().uid === 0 ? await postgresUser() : null;
   let bins = await platformBinaries();
@@ -104,6 +106,7 @@ export async function startEmbeddedPostgres(options: {
     dataDir: dir,
     url: (database) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
     async stop() {
+      stopping = true;
       process.removeListener('exit', stopOnExit);
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
