@@ -14,6 +14,7 @@ import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { queues } from './routes/queues.ts';
 import { tasks } from './routes/tasks.ts';
+import { webhooks } from './routes/webhooks.ts';
 
 export function createApp(platform: Platform): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -46,6 +47,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/v1/tasks', tasks);
   app.route('/v1/queues', queues);
   app.route('/v1/leases', leases);
+  app.route('/v1/webhooks', webhooks);
 
   app.notFound((c) =>
     problemResponse(c, {

@@ -13,6 +13,7 @@ import { signWebhook } from '../sdk/protocol/webhook.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { signLeaseToken } from '../security/lease-token.ts';
 import { checkTarget, PrivateTargetError } from '../security/targets.ts';
+import { endpointWebhookKey } from '../security/webhook-secrets.ts';
 
 export interface PushDeps {
   keyring: Keyring;
@@ -96,7 +97,9 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
     const timestamp = Math.floor(nowMs / 1000);
     headers.set(HEADERS.webhookId, task.id);
     headers.set(HEADERS.webhookTimestamp, String(timestamp));
-    headers.set(HEADERS.webhookSignature, await signWebhook(deps.webhookSecret, task.id, timestamp, bodyText));
+    // Each endpoint has a secret of its own, derived from the master (security/webhook-secrets.ts).
+    const secret = await endpointWebhookKey(deps.webhookSecret, task.url);
+    headers.set(HEADERS.webhookSignature, await signWebhook(secret, task.id, timestamp, bodyText));
   }
   const sendsBody = task.method !== 'GET' && task.body !== null;
   return { method: task.method, headers, ...(sendsBody ? { body: bytes } : {}) };

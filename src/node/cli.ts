@@ -3,9 +3,13 @@
  *   db:migrate                     applies migrations/ to $DATABASE_URL
  *   keys:api [name] [scope…]       prints a new API key and its SLUICE_API_KEYS entry
  *   keys:signing [EdDSA|ES256]     prints a new private JWK for SLUICE_SIGNING_KEYS
+ *   keys:webhook <endpoint url>    prints the endpoint's Standard Webhooks secret (needs $SLUICE_WEBHOOK_SECRET)
  */
+
+import { webhookSecretBytes } from '../sdk/protocol/webhook.ts';
 import { generateApiKey, SCOPES, type Scope } from '../security/api-keys.ts';
 import { generateSigningJwk } from '../security/keyring.ts';
+import { endpointWebhookSecret, webhookEndpoint } from '../security/webhook-secrets.ts';
 import { migrateDatabase } from './migrations.ts';
 
 const [command, ...args] = process.argv.slice(2);
@@ -35,8 +39,18 @@ switch (command) {
     console.log(JSON.stringify({ keys: [jwk] }));
     break;
   }
+  case 'webhook-secret': {
+    const master = process.env.SLUICE_WEBHOOK_SECRET;
+    if (!master) fail('SLUICE_WEBHOOK_SECRET is not set: export the master secret first');
+    const url = args[0];
+    if (!url || !URL.canParse(url)) fail('usage: keys:webhook <the endpoint URL, e.g. https://example.com/hooks/sluice>');
+    console.log(
+      `Standard Webhooks secret for ${webhookEndpoint(url)} (configure it at that endpoint):\n  ${await endpointWebhookSecret(webhookSecretBytes(master), url)}`,
+    );
+    break;
+  }
   default:
-    fail('usage: cli.ts migrate | api-key [name] [scope…] | signing-key [EdDSA|ES256]');
+    fail('usage: cli.ts migrate | api-key [name] [scope…] | signing-key [EdDSA|ES256] | webhook-secret <url>');
 }
 
 function fail(message: string): never {

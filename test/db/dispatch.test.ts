@@ -13,6 +13,7 @@ import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import { verifyLeaseToken } from '../../src/security/lease-token.ts';
+import { endpointWebhookSecret } from '../../src/security/webhook-secrets.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { useDispatchFixture } from '../helpers/fixture.ts';
@@ -65,23 +66,29 @@ describe('a push', () => {
     expect(Date.parse(h['sluice-lease-expires-at'] as string)).toBeGreaterThan(Date.now());
   });
 
-  it('also carries Standard Webhooks headers when a webhook secret is set', async () => {
-    const task = await enqueue();
+  it("also carries Standard Webhooks headers, signed with the endpoint's own secret", async () => {
+    const task = await enqueue({ url: `${endpoint.url}/hook?order=7` });
     await run();
-    const h = endpoint.received[0]!.headers;
+    const push = endpoint.received[0]!;
+    const h = push.headers;
     expect(h[HEADERS.webhookId]).toBe(task.id);
-    const secret = webhookSecretBytes('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
-    const ok = await verifyWebhook(
-      secret,
-      {
-        id: h[HEADERS.webhookId] as string,
-        timestamp: h[HEADERS.webhookTimestamp] as string,
-        signature: h[HEADERS.webhookSignature] as string,
-      },
-      endpoint.received[0]!.text,
-      Date.now(),
-    );
-    expect(ok).toBe(true);
+    const master = webhookSecretBytes('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
+    const verify = (secret: string) =>
+      verifyWebhook(
+        webhookSecretBytes(secret),
+        {
+          id: h[HEADERS.webhookId] as string,
+          timestamp: h[HEADERS.webhookTimestamp] as string,
+          signature: h[HEADERS.webhookSignature] as string,
+        },
+        push.text,
+        Date.now(),
+      );
+    // The secret this endpoint was given (the query is not part of the endpoint) verifies…
+    expect(await verify(await endpointWebhookSecret(master, `${endpoint.url}/hook`))).toBe(true);
+    // …and neither the master nor another endpoint's secret does: no receiver can forge for another.
+    expect(await verify('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')).toBe(false);
+    expect(await verify(await endpointWebhookSecret(master, `${endpoint.url}/other`))).toBe(false);
   });
 
   it('sends no body for a GET, and the given method otherwise', async () => {

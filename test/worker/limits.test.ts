@@ -1,15 +1,19 @@
 /** Limits set by wrangler vars, and the queue API, through the real Worker in workerd. */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { RunningWorker } from '../../src/node/worker-runtime.ts';
+import { webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
 import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
+import { endpointWebhookSecret } from '../../src/security/webhook-secrets.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const admin: { key: string; entry: ApiKeyEntry } = await generateApiKey('admin', ['admin']);
+const WEBHOOK_MASTER = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const f = useWorkerFixture((f) => ({
   SLUICE_API_KEYS: JSON.stringify([...JSON.parse(f.secrets.apiKeysJson), admin.entry]),
   SLUICE_CLUSTER_CAP: '3',
+  SLUICE_WEBHOOK_SECRET: WEBHOOK_MASTER,
   SLUICE_QUEUES: JSON.stringify({ tenants: { key_concurrency: 1, key_from: 'customer.id', concurrency: 2 } }),
 }));
 let worker: RunningWorker;
@@ -116,5 +120,19 @@ describe('limits from wrangler vars, through the Worker', () => {
     });
     expect((await api('/v1/queues/bad name!')).status).toBe(400);
     expect((await api('/v1/queues/tenants/leases/not-a-uuid/release', { method: 'POST', key: adminKey })).status).toBe(404);
+  });
+});
+
+describe('webhook secrets, through the Worker', () => {
+  it("gives an admin an endpoint's own Standard Webhooks secret, and no one else", async () => {
+    const path = `/v1/webhooks/secret?url=${encodeURIComponent('https://example.com/hooks/a?x=1')}`;
+    const res = await api(path, { key: adminKey });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      endpoint: 'https://example.com/hooks/a',
+      secret: await endpointWebhookSecret(webhookSecretBytes(WEBHOOK_MASTER), 'https://example.com/hooks/a'),
+    });
+    expect((await api(path)).status).toBe(403);
+    expect((await api('/v1/webhooks/secret?url=ftp%3A%2F%2Fx', { key: adminKey })).status).toBe(400);
   });
 });
