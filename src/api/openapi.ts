@@ -153,6 +153,14 @@ export function openApiDocument(): object {
         }),
         delete: operation({ summary: 'Drop the limit of one key', scope: 'admin' }),
       },
+      '/v1/webhooks/secret': {
+        get: operation({
+          summary: "The Standard Webhooks secret of a URL's endpoint (origin and path)",
+          scope: 'admin',
+          query: z.object({ url: z.string() }),
+          ok: { type: 'object', properties: { endpoint: { type: 'string' }, secret: { type: 'string' } } },
+        }),
+      },
       '/.well-known/jwks.json': {
         get: { summary: 'Public keys that sign pushes (current and next)', responses: { '200': { description: 'JWKS' } } },
       },
