@@ -1,7 +1,7 @@
 /**
  * Limit arithmetic (DESIGN.md §5), pure. Which value of a setting is in force and where it
  * comes from, and how much room a level has left. The claim statement
- * (migrations/0002_limits.sql) applies the same precedence inside Postgres, atomically; the
+ * (migrations/functions/claim.sql) applies the same precedence inside Postgres, atomically; the
  * API uses these to show it.
  */
 

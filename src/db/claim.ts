@@ -1,4 +1,4 @@
-/** One claim pass: a single round trip to `sluice.claim` (migrations/0002_limits.sql). */
+/** One claim pass: a single round trip to `sluice.claim` (migrations/functions/claim.sql). */
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask } from './rows.ts';
@@ -10,6 +10,8 @@ export interface ClaimLimits {
   clusterCap: number | null;
   /** The environment's claim-time queue settings, JSON (see `claimQueuesJson`). */
   queuesJson: string;
+  /** The pass's clock; default the database's (tests move time by passing one). */
+  now?: Date;
 }
 
 /**
@@ -18,6 +20,11 @@ export interface ClaimLimits {
  */
 export async function taskClaimBatch(db: Queryable, limits: ClaimLimits): Promise<LeasedTask[]> {
   if (limits.max <= 0) return [];
-  const rows = await db.query<TaskRow>('select * from sluice.claim($1, $2, $3::jsonb)', [limits.max, limits.clusterCap, limits.queuesJson]);
+  const rows = await db.query<TaskRow>('select * from sluice.claim($1, $2, $3::jsonb, $4)', [
+    limits.max,
+    limits.clusterCap,
+    limits.queuesJson,
+    limits.now ?? null,
+  ]);
   return rows.map((r) => toTask(r) as LeasedTask);
 }

@@ -1,7 +1,9 @@
 /**
- * The migration runner: applies numbered, forward-only SQL files in order. Safe to run twice
- * and from two processes at once: it holds a transaction-scoped advisory lock, and each
- * applied file is recorded with its checksum (a changed file is refused, not re-run).
+ * The migration runner: applies numbered, forward-only SQL files in order, then the function
+ * files (`migrations/functions/*.sql`, `create or replace`), each again whenever it changed:
+ * a function has one living home instead of a copy in every migration that touches it. Safe to
+ * run twice and from two processes at once: it holds a transaction-scoped advisory lock, and
+ * each applied file is recorded with its checksum (a changed numbered file is refused).
  */
 import { sha256Hex } from '../security/api-keys.ts';
 import type { Db } from './db.ts';
@@ -15,8 +17,8 @@ export interface Migration {
 /** Arbitrary constant: the advisory lock key that serialises migration runs. */
 const MIGRATION_LOCK = 7_215_530_001;
 
-/** Applies the pending migrations; returns the names applied by this call. */
-export async function migrate(db: Db, migrations: readonly Migration[]): Promise<string[]> {
+/** Applies the pending migrations and changed function files; returns the names applied by this call. */
+export async function migrate(db: Db, migrations: readonly Migration[], functions: readonly Migration[] = []): Promise<string[]> {
   const ordered = [...migrations].sort((a, b) => a.name.localeCompare(b.name));
   return db.transaction(async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
@@ -39,6 +41,25 @@ export async function migrate(db: Db, migrations: readonly Migration[]): Promise
       await tx.query(m.sql);
       await tx.query('insert into sluice.migrations (name, checksum) values ($1, $2)', [m.name, checksum]);
       done.push(m.name);
+    }
+    await tx.query(`create table if not exists sluice.functions (
+        name text primary key,
+        checksum text not null,
+        applied_at timestamptz not null default now()
+      )`);
+    const current = new Map(
+      (await tx.query<{ name: string; checksum: string }>('select name, checksum from sluice.functions')).map((r) => [r.name, r.checksum]),
+    );
+    for (const f of [...functions].sort((a, b) => a.name.localeCompare(b.name))) {
+      const checksum = await sha256Hex(f.sql);
+      if (current.get(f.name) === checksum) continue;
+      await tx.query(f.sql);
+      await tx.query(
+        `insert into sluice.functions (name, checksum) values ($1, $2)
+         on conflict (name) do update set checksum = excluded.checksum, applied_at = now()`,
+        [f.name, checksum],
+      );
+      done.push(`functions/${f.name}`);
     }
     return done;
   });

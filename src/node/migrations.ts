@@ -11,10 +11,16 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   return Promise.all(names.map(async (name) => ({ name, sql: await readFile(`${dir}/${name}`, 'utf8') })));
 }
 
+/** The function files (`migrations/functions/*.sql`), re-applied whenever they change. */
+export async function readFunctions(dir = `${MIGRATIONS_DIR}functions`): Promise<Migration[]> {
+  const names = (await readdir(dir)).filter((n) => /^[\w-]+\.sql$/.test(n)).sort();
+  return Promise.all(names.map(async (name) => ({ name, sql: await readFile(`${dir}/${name}`, 'utf8') })));
+}
+
 export async function migrateDatabase(databaseUrl: string): Promise<string[]> {
   const db = openPgDb(databaseUrl, 1);
   try {
-    return await migrate(db, await readMigrations());
+    return await migrate(db, await readMigrations(), await readFunctions());
   } finally {
     await db.close();
   }

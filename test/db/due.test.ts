@@ -4,6 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
 import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
@@ -61,6 +62,17 @@ describe('nextDueInMs', () => {
     await enqueue({ queue: 'held', delayMs: 0 });
     await t.db.query(`insert into sluice.queues (name, paused) values ('held', true)`);
     expect(await nextDueInMs(t.db)).toBeNull();
+  });
+});
+
+describe('the claim on a clock it is given', () => {
+  it('claims a task delayed an hour when told it is an hour later, without waiting an hour', async () => {
+    const task = await enqueue({ delayMs: 3_600_000 });
+    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}' })).toEqual([]);
+    const later = new Date(Date.now() + 3_600_000 + 1_000);
+    const [claimed] = await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: later });
+    expect(claimed).toMatchObject({ id: task.id, status: 'leased' });
+    expect(claimed!.lease.leasedAt.getTime()).toBe(later.getTime());
   });
 });
 

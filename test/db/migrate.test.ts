@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.ts';
-import { readMigrations } from '../../src/node/migrations.ts';
+import { readFunctions, readMigrations } from '../../src/node/migrations.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 let t: TestDatabase;
@@ -13,14 +13,28 @@ describe('migrations', () => {
   it('are already applied to the template, and a second run applies nothing', async () => {
     const migrations = await readMigrations();
     expect(migrations.map((m) => m.name)).toContain('0001_init.sql');
-    expect(await migrate(t.db, migrations)).toEqual([]);
+    expect(await migrate(t.db, migrations, await readFunctions())).toEqual([]);
+  });
+
+  it('re-apply a function file whenever it changes, and only then', async () => {
+    const migrations = await readMigrations();
+    const [claim] = (await readFunctions()).filter((f) => f.name === 'claim.sql');
+    const probe = { name: 'probe.sql', sql: `create or replace function sluice.probe() returns int language sql as $$ select 1 $$;` };
+    expect(await migrate(t.db, migrations, [claim!, probe])).toEqual(['functions/probe.sql']);
+    expect(await migrate(t.db, migrations, [claim!, probe])).toEqual([]);
+    const changed = { name: 'probe.sql', sql: probe.sql.replace('select 1', 'select 2') };
+    expect(await migrate(t.db, migrations, [claim!, changed])).toEqual(['functions/probe.sql']);
+    expect(await t.db.query('select sluice.probe() as v')).toEqual([{ v: 2 }]);
+    await t.db.query('drop function sluice.probe()');
+    await t.db.query(`delete from sluice.functions where name = 'probe.sql'`);
   });
 
   it('serialise runs from several processes at once: each migration is applied exactly once', async () => {
     await t.db.query('drop schema sluice cascade');
     const migrations = await readMigrations();
-    const results = await Promise.all([1, 2, 3, 4].map(() => migrate(t.db, migrations)));
-    expect(results.flat().sort()).toEqual(migrations.map((m) => m.name).sort());
+    const functions = await readFunctions();
+    const results = await Promise.all([1, 2, 3, 4].map(() => migrate(t.db, migrations, functions)));
+    expect(results.flat().sort()).toEqual([...migrations.map((m) => m.name), ...functions.map((f) => `functions/${f.name}`)].sort());
     const rows = await t.db.query<{ n: string }>('select count(*)::int as n from sluice.migrations');
     expect(rows[0]?.n).toBe(migrations.length);
   });

@@ -1,0 +1,245 @@
+-- The claim and the lane bookkeeping it relies on (DESIGN.md §5): this file is their one home.
+-- The migration runner re-applies it whenever it changes (create or replace); numbered
+-- migrations keep tables, indexes and backfills. What a lane is, and why its hint may be too
+-- good but never too poor: migrations/0002_limits.sql.
+
+-- The round-robin mark a new lane starts with (see 0002).
+create or replace function sluice.next_turn() returns bigint
+language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
+
+-- Makes the hints of the given lanes exact. Lanes locked by someone else (an enqueue in
+-- progress) are skipped: their hint stays too good, which is safe, and nobody waits.
+-- "Due" is judged by the wall clock, not by now(): a claim's transaction may have started
+-- before it waited for the lock, and a task enqueued meanwhile is due although its run_at is
+-- later than that start (promotion would not find it: it was due when it was enqueued).
+-- p_now replaces the wall clock where a caller passes its own (tests move time).
+create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null) returns void
+language sql as $$
+  with locked as (
+    select id from sluice.keys where id = any(p_ids) order by queue, lane for update skip locked
+  )
+  update sluice.keys k
+  set head_priority = (
+    select min(t.priority) from sluice.tasks t
+    where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
+      and t.run_at <= coalesce(p_now, clock_timestamp())
+      and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
+  )
+  from locked
+  where k.id = locked.id;
+$$;
+
+-- After every statement that inserts or updates tasks: lanes that gained due pending tasks get
+-- their hint lowered (rows locked in (queue, lane) order, as everywhere); lanes that lost
+-- pending tasks by cancellation or expiry get it recomputed.
+create or replace function sluice.keys_touch() returns trigger
+language plpgsql as $$
+begin
+  insert into sluice.keys as k (queue, lane, head_priority, task_limit)
+  select c.queue, c.lane, min(c.priority) filter (where c.run_at <= now()),
+         (array_agg(c.concurrency_limit order by c.id) filter (where c.concurrency_limit is not null))[1]
+  from changed c
+  where c.status = 'pending'
+  group by c.queue, c.lane
+  order by c.queue, c.lane
+  on conflict (queue, lane) do update
+    set head_priority = least(k.head_priority, excluded.head_priority),
+        task_limit = coalesce(k.task_limit, excluded.task_limit);
+
+  if tg_op = 'UPDATE' then
+    perform sluice.keys_recompute(array(
+      select distinct k.id from before b
+      join changed c on c.id = b.id
+      join sluice.keys k on k.queue = b.queue and k.lane = b.lane
+      where b.status = 'pending' and c.status in ('cancelled', 'expired')
+    ));
+  end if;
+  return null;
+end $$;
+
+-- One claim pass (DESIGN.md §5). p_queues holds the environment's queue settings
+-- ({"<queue>": {"concurrency", "key_concurrency", "priority", "paused"}}); rows of
+-- sluice.queues override them field by field. Limits are hard: a leased task counts from its
+-- claim. p_max is at most 1,000. p_now: the pass's clock, default the database's.
+--
+-- 1. A transaction-scoped advisory lock serialises count-and-claim across dispatchers; every
+--    statement after it takes a fresh snapshot, so it sees every earlier claim.
+-- 2. Tasks that came due since the last passes lower their lanes' hints (with a margin that
+--    covers transactions committing late; lowering twice is harmless).
+-- 3. Per queue, lanes with due tasks are taken in turn: best hint, then least recently served
+--    (round-robin), skipping lanes at their limit. Each yields up to its remaining slots of
+--    ready tasks, FIFO within the lane.
+-- 4. Candidates are ranked by queue priority, task priority, then their place in their lane
+--    (every lane's 1st before any lane's 2nd), then the lane's turn; the queue budgets, then
+--    the cluster budget and p_max, cut the ranking. The chosen tasks are leased.
+-- 5. The examined lanes get exact hints, the served ones new round-robin marks. A lane whose
+--    hint was too good yielded nothing; if that left room, the pass runs again (4 rounds at most).
+create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null)
+returns setof sluice.tasks
+language plpgsql volatile as $$
+declare
+  v_ids bigint[];
+  v_examined bigint[];
+  v_served bigint[];
+  v_stale boolean;
+  v_all_examined bigint[] := '{}';
+  v_claimed sluice.tasks[];
+  v_all sluice.tasks[] := '{}';
+  v_want integer := p_max;
+  v_round integer := 0;
+  v_pass bigint;
+  v_now timestamptz;
+begin
+  perform pg_advisory_xact_lock(7215530002);
+  -- The pass's clock starts once the lock is held (now() is when the transaction began,
+  -- possibly long before, while it waited); a caller may pass its own (tests move time).
+  v_now := coalesce(p_now, clock_timestamp());
+
+  with previous as (
+    select promoted_to from sluice.promotion
+  ),
+  window_ as (
+    update sluice.promotion set promoted_to = v_now
+    returning (select least(promoted_to, v_now) from previous) - interval '10 seconds' as since
+  ),
+  came_due as (
+    select t.queue, t.lane, min(t.priority) as priority
+    from sluice.tasks t
+    where t.status = 'pending' and t.run_at > t.created_at
+      and t.run_at > (select since from window_) and t.run_at <= v_now
+    group by t.queue, t.lane
+  ),
+  locked as (
+    select k.id, d.priority from sluice.keys k
+    join came_due d on d.queue = k.queue and d.lane = k.lane
+    order by k.queue, k.lane
+    for update of k skip locked
+  )
+  update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
+  from locked where k.id = locked.id;
+
+  loop
+    v_round := v_round + 1;
+
+    with recursive
+    -- An expired lease holds no slot: its task is reaped by the next dispatcher run.
+    leased as (
+      select queue, count(*)::integer as n from sluice.tasks
+      where status = 'leased' and lease_expires_at > v_now group by queue
+    ),
+    cluster as (
+      select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
+    ),
+    -- Distinct queues with due lanes: a skip scan over keys_walk.
+    due_queues(queue) as (
+      (select queue from sluice.keys where head_priority is not null order by queue limit 1)
+      union all
+      select (select k.queue from sluice.keys k where k.head_priority is not null and k.queue > d.queue order by k.queue limit 1)
+      from due_queues d where d.queue is not null
+    ),
+    budgets as (
+      select d.queue, s.key_concurrency, s.priority,
+             least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want))::integer as budget
+      from due_queues d
+      left join sluice.queues q on q.name = d.queue
+      left join leased l on l.queue = d.queue
+      cross join lateral (
+        select coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
+               coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
+               coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
+               coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority
+      ) s
+      where d.queue is not null and not s.paused
+    ),
+    lanes as (
+      select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room
+      from budgets b
+      cross join lateral (
+        select k.id, k.lane, k.served, room.value as room
+        from sluice.keys k
+        cross join lateral (
+          select case when k.lane = '' then null else coalesce(
+            (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
+            k.task_limit,
+            b.key_concurrency
+          ) end as value
+        ) lim
+        cross join lateral (
+          select case when lim.value is null then v_want
+                      else lim.value - (select count(*)::integer from sluice.tasks t
+                                        where t.status = 'leased' and t.lease_expires_at > v_now
+                                          and t.queue = k.queue and t.lane = k.lane) end as value
+        ) room
+        where k.queue = b.queue and k.head_priority is not null and room.value > 0
+        order by k.head_priority, k.served, k.id
+        limit b.budget
+      ) w
+      where b.budget > 0
+    ),
+    candidates as (
+      select la.*, t.id, t.priority,
+             row_number() over (partition by la.key_id order by t.priority, t.run_at, t.id) as place
+      from lanes la
+      cross join lateral (
+        select t.id, t.priority, t.run_at from sluice.tasks t
+        where t.status = 'pending' and t.queue = la.queue and t.lane = la.lane
+          and t.run_at <= v_now and (t.expires_at is null or t.expires_at > v_now)
+        order by t.priority, t.run_at, t.id
+        limit least(la.room, la.budget)
+      ) t
+    ),
+    within_queue as (
+      select c.*, row_number() over (partition by c.queue order by c.priority, c.place, c.served, c.key_id) as queue_rank
+      from candidates c
+    ),
+    chosen as (
+      select id, key_id, overall from (
+        select w.id, w.key_id,
+               row_number() over (order by w.queue_priority, w.priority, w.place, w.served, w.key_id) as overall
+        from within_queue w where w.queue_rank <= w.budget
+      ) x
+      where x.overall <= (select budget from cluster)
+    )
+    select (select array_agg(id) from chosen),
+           (select array_agg(distinct key_id) from lanes),
+           (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
+           exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id))
+    into v_ids, v_examined, v_served, v_stale;
+
+    if v_ids is not null then
+      with claimed as (
+        update sluice.tasks t
+        set status = 'leased',
+            lease_id = gen_random_uuid(),
+            leased_at = v_now,
+            lease_expires_at = v_now + make_interval(secs => t.lease_ms / 1000.0),
+            attempts = t.attempts + 1,
+            updated_at = v_now
+        where t.id = any(v_ids) and t.status = 'pending'
+        returning t.*
+      )
+      select array_agg(c) into v_claimed from claimed c;
+      v_all := v_all || coalesce(v_claimed, '{}');
+    end if;
+    if v_served is not null then
+      v_pass := nextval('sluice.claim_pass');
+      with locked as (
+        select k.id, s.ord from sluice.keys k
+        join unnest(v_served) with ordinality as s(id, ord) on s.id = k.id
+        order by k.queue, k.lane
+        for update of k skip locked
+      )
+      update sluice.keys k set served = v_pass * 10000 + locked.ord
+      from locked where k.id = locked.id;
+    end if;
+    v_all_examined := v_all_examined || coalesce(v_examined, '{}');
+
+    v_want := p_max - cardinality(v_all);
+    exit when not v_stale or v_want <= 0 or v_round >= 4;
+    -- Correct the hints that promised too much before looking again.
+    perform sluice.keys_recompute(v_examined, p_now);
+  end loop;
+
+  perform sluice.keys_recompute(v_all_examined, p_now);
+  return query select * from unnest(v_all);
+end $$;
