@@ -244,6 +244,20 @@ describe('the API', () => {
     expect((await t.db.query('select 1 from sluice.tasks')).length).toBe(0);
   });
 
+  it('reports every problem of a body in one round, the URL included', async () => {
+    const res = await post('/v1/tasks', { url: 'ftp://example.com/x', priority: 'high', delay: 5 });
+    expect(res.status).toBe(400);
+    const { issues } = (await res.json()) as { issues: Array<{ path: string }> };
+    expect(issues.map((i) => i.path).sort()).toEqual(['delay', 'priority', 'url']);
+    const batch = await post('/v1/tasks/batch', {
+      tasks: [{ url: 'https://127.0.0.1.example/ok' }, { url: 'ftp://x/', priority: 'high' }],
+    });
+    expect(((await batch.json()) as { issues: Array<{ path: string }> }).issues.map((i) => i.path).sort()).toEqual([
+      'tasks.1.priority',
+      'tasks.1.url',
+    ]);
+  });
+
   it('stores the URL in its normalised form (the form signed as aud)', async () => {
     const res = await post('/v1/tasks', { url: `  ${endpoint.url.replace('http', 'HTTP')}`, delay_ms: 3_600_000 });
     expect(res.status).toBe(201);

@@ -7,6 +7,7 @@ import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import { type AttemptRecord, taskAttempts } from '../../db/leases.ts';
 import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList, taskRedrive } from '../../db/tasks.ts';
+import { checkTarget } from '../../security/targets.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -65,7 +66,15 @@ function validateTasks(items: readonly unknown[], config: Config, prefix: string
     const at = prefix === '' ? '' : `${prefix}.${i}`;
     const parsed = enqueueSchema.safeParse(item);
     if (!parsed.success) {
-      issues.push(...fieldIssues(parsed.error, at));
+      const found = fieldIssues(parsed.error, at);
+      issues.push(...found);
+      // The URL's own problems are reported in the same round as the others, not after them.
+      const url = (item as { url?: unknown } | null)?.url;
+      const path = at ? `${at}.url` : 'url';
+      if (typeof url === 'string' && !found.some((i) => i.path === path)) {
+        const target = checkTarget(url, config.allowPrivateTargets);
+        if (!target.ok) issues.push({ path, message: target.reason });
+      }
       return;
     }
     const resolved = resolveTask(parsed.data, config);
