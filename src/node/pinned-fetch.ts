@@ -14,7 +14,10 @@ import { PrivateTargetError, privateAddressReason } from '../security/targets.ts
 
 type Resolver = (hostname: string, options: { all: true }, callback: (error: Error | null, addresses: LookupAddress[]) => void) => void;
 
-export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver }): typeof fetch {
+/** A fetch for pushes; `close` drops its kept-alive connections. */
+export type PinnedFetch = typeof fetch & { close(): void };
+
+export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver }): PinnedFetch {
   const resolve: Resolver = options.resolve ?? ((host, opts, cb) => dnsLookup(host, opts, cb));
   const lookup: LookupFunction = (hostname: string, lookupOptions: LookupOptions, callback) => {
     resolve(hostname, { all: true }, (error, addresses) => {
@@ -35,7 +38,7 @@ export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver
   // Connections are kept alive and reused: each was opened to an address checked when it was.
   const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
-  return (async (input: string | URL | Request, init: RequestInit = {}) => {
+  const pinned = (async (input: string | URL | Request, init: RequestInit = {}) => {
     const url = new URL(input instanceof Request ? input.url : String(input));
     const secure = url.protocol === 'https:';
     const client = secure ? https : http;
@@ -78,4 +81,10 @@ export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver
       request.end(body ?? undefined);
     });
   }) as typeof fetch;
+  return Object.assign(pinned, {
+    close() {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  });
 }

@@ -100,6 +100,7 @@ export async function startNodeSluice(options: {
         await loop?.stop();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();
+        push.close();
         await db.close();
       })();
       return closing;
