@@ -121,7 +121,16 @@ function ipv6Reason(text: string): string | null {
 function parseIpv6(text: string): number[] | null {
   const halves = text.split('::');
   if (halves.length > 2) return null;
-  const read = (part: string) => (part === '' ? [] : part.split(':').map((g) => Number.parseInt(g, 16)));
+  // The URL parser prints embedded IPv4 in hex, but resolvers answer with a dotted tail
+  // (::ffff:8.8.8.8): that tail is two groups.
+  const read = (part: string) =>
+    part === ''
+      ? []
+      : part.split(':').flatMap((g) => {
+          const v4 = g.includes('.') ? parseIpv4(g) : null;
+          if (g.includes('.')) return v4 === null ? [Number.NaN] : [v4 >>> 16, v4 & 0xffff];
+          return /^[0-9a-f]{1,4}$/i.test(g) ? [Number.parseInt(g, 16)] : [Number.NaN];
+        });
   const head = read(halves[0] ?? '');
   const tail = halves.length === 2 ? read(halves[1] ?? '') : [];
   const fill = 8 - head.length - tail.length;

@@ -68,7 +68,7 @@ describe('a key with only tasks:write', () => {
 });
 
 describe('bad API keys', () => {
-  it('are answered 401 with WWW-Authenticate, and 20 from one address bring a 429 with Retry-After, even for a good key', async () => {
+  it('are answered 401 with WWW-Authenticate; after 20 from one address, 429 with Retry-After; a good key still gets in', async () => {
     const statuses: number[] = [];
     let last: Response | null = null;
     for (let i = 0; i < 21; i++) {
@@ -79,7 +79,8 @@ describe('bad API keys', () => {
     expect(statuses.slice(0, 20).every((s) => s === 401)).toBe(true);
     expect(statuses[20]).toBe(429);
     expect(Number(last!.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Nobody is locked out by someone else's guessing (a proxy or NAT shares one address).
     const good = await fetch(`${sluice.url}/v1/tasks?limit=1`, { headers: { authorization: `Bearer ${full}` } });
-    expect(good.status).toBe(429);
+    expect(good.status).toBe(200);
   });
 });

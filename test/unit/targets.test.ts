@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkTarget } from '../../src/security/targets.ts';
+import { checkTarget, privateAddressReason } from '../../src/security/targets.ts';
 
 // Every one of these must be refused when private targets are not allowed.
 const HOSTILE = [
@@ -98,5 +98,16 @@ describe('checkTarget', () => {
       ok: false,
       reason: 'points to link-local / cloud metadata, which is refused (SLUICE_ALLOW_PRIVATE_TARGETS is off)',
     });
+  });
+});
+
+describe('resolved addresses (as a resolver prints them)', () => {
+  it('reads a dotted IPv4 tail in IPv6: public stays public, private is refused', () => {
+    expect(privateAddressReason('::ffff:8.8.8.8')).toBeNull();
+    expect(privateAddressReason('::ffff:10.0.0.1')).toMatch(/non-public IPv4/);
+    expect(privateAddressReason('64:ff9b::192.168.0.1')).toMatch(/non-public IPv4/);
+    expect(privateAddressReason('2606:4700::6810:84e5')).toBeNull();
+    expect(privateAddressReason('93.184.216.34')).toBeNull();
+    expect(privateAddressReason('169.254.169.254')).toMatch(/link-local|metadata/);
   });
 });
