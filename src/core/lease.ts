@@ -44,15 +44,25 @@ export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number,
   }
 }
 
+/** What is written in `last_error` while a push that went unanswered holds its slot. */
+export function unansweredNote(attempt: number, error: string): string {
+  return `attempt ${attempt}: ${error}; its slot is held until the lease expires`;
+}
+
 /**
  * The outcome of a lease that expired: an attempt that timed out. That includes a push that
- * timed out or lost its connection: its lease (its slot) was held until now.
+ * timed out or lost its connection, whose lease (its slot) was held until now: what became of
+ * that push (its note in `last_error`) is kept in the error.
  */
-export function expiryOutcome(expiresAt: Date) {
+export function expiryOutcome(task: Pick<Task, 'attempts' | 'lastError'>, expiresAt: Date) {
+  const prefix = `attempt ${task.attempts}: `;
+  const push = task.lastError?.startsWith(prefix)
+    ? `${task.lastError.slice(prefix.length).replace(/; its slot is held until the lease expires$/, '')}, then `
+    : '';
   return {
     type: 'failed',
     retryable: true,
-    error: `lease expired at ${expiresAt.toISOString()} (no answer, heartbeat or lease call in time)`,
+    error: `${push}lease expired at ${expiresAt.toISOString()} (no answer, heartbeat or lease call in time)`,
     status: null,
   } as const;
 }

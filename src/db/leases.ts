@@ -10,6 +10,15 @@ export async function leaseFind(db: Queryable, leaseId: string): Promise<{ task:
   return row ? { task: toTask(row), current: row.lease_id === leaseId } : null;
 }
 
+/** Writes `note` as the task's `last_error` while `leaseId` still holds it (a push left unanswered). */
+export async function leaseNote(db: Queryable, taskId: string, leaseId: string, note: string): Promise<void> {
+  await db.query(`update sluice.tasks set last_error = $3, updated_at = now() where id = $1 and lease_id = $2 and status = 'leased'`, [
+    taskId,
+    leaseId,
+    note,
+  ]);
+}
+
 export type HeartbeatResult = { ok: true; expiresAt: Date } | { ok: false };
 
 /**

@@ -135,6 +135,9 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
 const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function mayHaveArrived(error: unknown): boolean {
+  // A fetch that knows (Node's pinned fetch) says whether a connection was ever made.
+  const sent = (error as { sent?: unknown })?.sent;
+  if (typeof sent === 'boolean') return sent;
   const code = (error as { cause?: { code?: unknown } })?.cause?.code;
   return !(typeof code === 'string' && NEVER_SENT.has(code));
 }

@@ -5,12 +5,13 @@
  * push frees a place, never in a busy loop.
  */
 import { type Config, claimQueuesJson } from '../config.ts';
-import { expiryOutcome } from '../core/lease.ts';
+import { expiryOutcome, unansweredNote } from '../core/lease.ts';
 import { classifyPush, decide, type Outcome, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
+import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
 import { finishedSweep } from '../db/retention.ts';
 import type { Keyring } from '../security/keyring.ts';
@@ -137,7 +138,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     if (outcome.type === 'unanswered') {
       // The handler may still be running: its slot stays taken until the lease expires (then
       // the reaper counts a timed-out attempt) or the handler ends the lease with its token.
+      // What happened is noted now, so that it can be seen meanwhile and kept at expiry.
       report.unanswered++;
+      report.roundTrips++;
+      await withDbRetry(() => leaseNote(db, task.id, task.lease.id, unansweredNote(task.attempts, outcome.error))).catch((error: unknown) =>
+        log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),
+      );
       return;
     }
     const settlement = decide(task, outcome, now(), random());
@@ -170,7 +176,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     expired.map((task) => {
       report.reaped++;
       // Only while still expired: a heartbeat that landed since the read wins.
-      return settle(task, expiryOutcome(task.lease.expiresAt), null, 'expired');
+      return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
     }),
   );
 

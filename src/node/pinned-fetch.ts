@@ -73,10 +73,24 @@ export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver
           done(new Response(noBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers: out }));
         },
       );
+      // Whether the connection was made (TCP, and TLS for https): only then can the request
+      // have reached the endpoint. A failure before that (refused, TLS certificate, a connect
+      // that timed out) is marked `sent: false`, so the push frees its slot at once.
+      let connected = false;
+      request.on('socket', (socket) => {
+        const ready = () => {
+          connected = true;
+        };
+        if (!socket.connecting && (!secure || (socket as { encrypted?: boolean }).encrypted)) ready();
+        else socket.once(secure ? 'secureConnect' : 'connect', ready);
+      });
       request.on('error', (error) => {
-        // As fetch does: an abort rejects with the signal's reason (a TimeoutError for a timeout).
-        if (init.signal?.aborted) return fail(init.signal.reason);
-        fail(error instanceof PrivateTargetError ? error : Object.assign(new TypeError('fetch failed'), { cause: error }));
+        if (error instanceof PrivateTargetError) return fail(error);
+        // As fetch does: an abort rejects with the signal's reason (a TimeoutError for a timeout),
+        // unless nothing was ever connected: then nothing can be running at the endpoint.
+        if (init.signal?.aborted && connected) return fail(init.signal.reason);
+        const cause = init.signal?.aborted ? new Error(`no connection within the push timeout (${String(init.signal.reason)})`) : error;
+        fail(Object.assign(new TypeError('fetch failed'), { cause, sent: connected }));
       });
       request.end(body ?? undefined);
     });

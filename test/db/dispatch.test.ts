@@ -163,31 +163,44 @@ describe('outcomes', () => {
   });
 
   it('a push that outlives its timeout keeps its slot until the lease expires, then counts as a failed attempt', async () => {
-    // Queue "one" takes one task at a time. The first push hangs past its timeout (but not
-    // past its lease): its handler is still running, so the second task waits for the lease.
+    // Queue "one" takes one task at a time. The first push hangs past its timeout: its handler
+    // is still running (until the test lets it go), so the second task waits for the lease.
     await t.db.query(`insert into sluice.queues (name, options) values ('one', '{"concurrency": 1}')`);
     let open = 0;
     let peak = 0;
+    let letGo: () => void = () => {};
+    const hanging = new Promise<void>((r) => {
+      letGo = r;
+    });
     endpoint.reply(async (push) => {
       open++;
       peak = Math.max(peak, open);
-      await new Promise((r) => setTimeout(r, push.path === '/hangs' ? 800 : 0));
+      if (push.path === '/hangs') await hanging;
       open--;
       return { status: 200 };
     });
-    const hung = await enqueue({ queue: 'one', url: `${endpoint.url}/hangs`, timeoutMs: 300, leaseMs: 1_000, maxAttempts: 1 });
+    const hung = await enqueue({ queue: 'one', url: `${endpoint.url}/hangs`, timeoutMs: 200, leaseMs: 2_000, maxAttempts: 1 });
     const next = await enqueue({ queue: 'one', url: `${endpoint.url}/next` });
     const first = await run();
     expect(first).toMatchObject({ claimed: 1, unanswered: 1 });
-    expect(await get(hung.id)).toMatchObject({ status: 'leased' });
+    expect(await get(hung.id)).toMatchObject({
+      status: 'leased',
+      lastError: expect.stringMatching(/^attempt 1: push timed out after \d+ ms; its slot is held until the lease expires$/),
+    });
     expect(await get(next.id)).toMatchObject({ status: 'pending' });
-    expect(first.nextDueInMs).toBeGreaterThan(0);
-    await new Promise((r) => setTimeout(r, (first.nextDueInMs ?? 0) + 50));
+    // The handler finishes while its lease is still live; nobody else was pushed meanwhile.
+    letGo();
+    await expect.poll(() => open).toBe(0);
+    const expiresAt = Date.parse(endpoint.received[0]!.headers['sluice-lease-expires-at'] as string);
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now()) + 50));
     const second = await run();
     expect(second).toMatchObject({ reaped: 1, dead: 1, claimed: 1, succeeded: 1 });
-    expect(await get(hung.id)).toMatchObject({ status: 'dead', lastError: expect.stringMatching(/lease expired/) });
+    expect(await get(hung.id)).toMatchObject({
+      status: 'dead',
+      lastError: expect.stringMatching(/^push timed out after \d+ ms, then lease expired at /),
+    });
     const [push] = endpoint.received.filter((p) => p.path === '/next');
-    expect(push!.receivedAt).toBeGreaterThanOrEqual(Date.parse(endpoint.received[0]!.headers['sluice-lease-expires-at'] as string));
+    expect(push!.receivedAt).toBeGreaterThanOrEqual(expiresAt);
     expect(peak).toBe(1);
   });
 

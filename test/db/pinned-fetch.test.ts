@@ -5,6 +5,7 @@
  * DNS; the endpoint is real HTTP.
  */
 import type { LookupAddress } from 'node:dns';
+import { createServer } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskGet, taskInsertMany } from '../../src/db/tasks.ts';
@@ -76,10 +77,29 @@ describe('pinned fetch', () => {
     expect(push!.headers).toMatchObject({ host: `pinned.example:${port}`, 'x-trace': 'abc' });
   });
 
+  it('says when a request cannot have arrived: a failed TLS handshake, no connection within the timeout', async () => {
+    const port = new URL(endpoint.url).port;
+    const fetch = pinnedFetch({ allowPrivate: true, resolve: resolver({ 'tls.example': [{ address: '127.0.0.1', family: 4 }] }) });
+    // https to a plain-HTTP server: the TLS handshake fails before any request is written.
+    await expect(fetch(`https://tls.example:${port}/`)).rejects.toMatchObject({ sent: false });
+    // A server that accepts TCP but never answers the TLS handshake: the timeout comes first.
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const silentPort = (silent.address() as { port: number }).port;
+      await expect(fetch(`https://tls.example:${silentPort}/`, { signal: AbortSignal.timeout(300) })).rejects.toMatchObject({
+        sent: false,
+      });
+    } finally {
+      silent.close();
+    }
+    expect(endpoint.received).toHaveLength(0);
+  });
+
   it('fails as fetch does: a timeout with the signal reason, a refused connection with its code', async () => {
     const fetch = pinnedFetch({ allowPrivate: true });
     endpoint.reply(() => ({ status: 200, delayMs: 1_000 }));
     await expect(fetch(`${endpoint.url}/slow`, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({ name: 'TimeoutError' });
-    await expect(fetch(`http://127.0.0.1:${await freePort()}/`)).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' } });
+    await expect(fetch(`http://127.0.0.1:${await freePort()}/`)).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' }, sent: false });
   });
 });
