@@ -5,13 +5,14 @@
  *
  * Postgres refuses to run as root. As root, it runs as the `postgres` OS user (created if
  * missing), who must be able to reach the binaries and the data folder: a project cloned into
- * a private folder (mode 0700, as `/root` is) hides both, so the binaries are copied once to a
- * shared folder and the data folder moves beside them (the start says where).
+ * a private folder (mode 0700, as `/root` is) hides both, so the binaries are copied once to
+ * `/var/lib/sluice` (root's, writable by no one else, so nobody can plant files there) and the
+ * data folder moves there too (the start says where).
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chown, cp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chown, cp, lstat, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join, parse, resolve } from 'node:path';
@@ -57,18 +58,21 @@ export async function startEmbeddedPostgres(options: {
   if (runAs) {
     if (!(await reachable(bins.postgres, runAs))) bins = await sharedCopy(bins);
     if (!(await reachable(dir, runAs))) {
-      const moved = join(tmpdir(), `sluice-pg-${createHash('sha256').update(dir).digest('hex').slice(0, 12)}`, parse(dir).base);
+      const moved = join(await rootHome(), `data-${createHash('sha256').update(dir).digest('hex').slice(0, 16)}`);
       console.info(`sluice: running as root, Postgres runs as the postgres user, who cannot reach ${dir}; its data is in ${moved}`);
       dir = moved;
     }
   }
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  if (runAs) await chownUp(dir, runAs);
+  if (runAs) await chown(dir, runAs.uid, runAs.gid);
 
   await stopLeftover(dir);
   if (!existsSync(join(dir, 'PG_VERSION'))) {
-    const pwfile = join(tmpdir(), `sluice-pg-pw-${process.pid}-${Date.now()}`);
-    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o644 });
+    // A private folder of a random name: nobody can plant a link where the file is written.
+    const pwdir = await mkdtemp(join(tmpdir(), 'sluice-pw-'));
+    const pwfile = join(pwdir, 'password');
+    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o600 });
+    if (runAs) await Promise.all([chown(pwdir, runAs.uid, runAs.gid), chown(pwfile, runAs.uid, runAs.gid)]);
     try {
       await exec(
         bins.initdb,
@@ -77,7 +81,7 @@ export async function startEmbeddedPostgres(options: {
         log,
       );
     } finally {
-      await rm(pwfile, { force: true });
+      await rm(pwdir, { recursive: true, force: true });
     }
   }
 
@@ -178,11 +182,25 @@ export async function reachable(path: string, user: RunAs): Promise<boolean> {
   }
 }
 
-/** The binaries' whole folder (bin, lib, share), copied once per version where anyone can read it. */
+const ROOT_HOME = '/var/lib/sluice';
+
+/** Root's folder for Postgres binaries and moved data: it must be root's and writable by no one else. */
+async function rootHome(): Promise<string> {
+  await mkdir(ROOT_HOME, { recursive: true, mode: 0o755 });
+  const s = await lstat(ROOT_HOME);
+  if (!s.isDirectory() || s.uid !== 0 || (s.mode & 0o022) !== 0) {
+    throw new Error(
+      `${ROOT_HOME} must be a folder owned by root and writable by no one else (chown root ${ROOT_HOME}; chmod 755 ${ROOT_HOME})`,
+    );
+  }
+  return ROOT_HOME;
+}
+
+/** The binaries' whole folder (bin, lib, share), copied once per version where the postgres user can read it. */
 async function sharedCopy(bins: Binaries): Promise<Binaries> {
   const native = dirname(dirname(bins.postgres));
   const version = (await readFile(join(native, '..', 'package.json'), 'utf8').then((t) => JSON.parse(t).version as string)) ?? 'unknown';
-  const target = join(tmpdir(), `sluice-postgres-${process.platform}-${process.arch}-${version}`);
+  const target = join(await rootHome(), `postgres-${process.platform}-${process.arch}-${version}`);
   const done = join(target, '.complete');
   if (!existsSync(done)) {
     await rm(target, { recursive: true, force: true });
@@ -191,13 +209,6 @@ async function sharedCopy(bins: Binaries): Promise<Binaries> {
     await writeFile(done, '');
   }
   return { initdb: join(target, 'bin', 'initdb'), postgres: join(target, 'bin', 'postgres') };
-}
-
-/** Gives `dir` and the folders made for it under the system temp folder to `user`. */
-async function chownUp(dir: string, user: RunAs): Promise<void> {
-  await chown(dir, user.uid, user.gid);
-  const parent = dirname(dir);
-  if (parent.startsWith(`${tmpdir()}/sluice-pg-`)) await chown(parent, user.uid, user.gid);
 }
 
 function exec(file: string, args: string[], runAs: RunAs | null, log: (text: string) => void): Promise<void> {
