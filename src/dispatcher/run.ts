@@ -80,11 +80,13 @@ const SWEEPS_PER_RUN = 5;
 
 /** Retention: deletes finished tasks past the window, a few small batches per run. */
 async function sweep(deps: DispatchDeps, report: RunReport): Promise<void> {
-  const { retentionMs } = deps.config;
+  const { retentionMs, maxLeaseMs } = deps.config;
   if (retentionMs === null) return;
+  // Never sooner than a lease can last: a holder repeating `complete` late still gets its answer.
+  const keepMs = Math.max(retentionMs, maxLeaseMs);
   for (let i = 0; i < SWEEPS_PER_RUN; i++) {
     report.roundTrips++;
-    const n = await withDbRetry(() => finishedSweep(deps.db, retentionMs, SWEEP_BATCH));
+    const n = await withDbRetry(() => finishedSweep(deps.db, keepMs, SWEEP_BATCH));
     report.deleted += n;
     if (n < SWEEP_BATCH) return;
   }

@@ -238,6 +238,8 @@ describe('retention', () => {
       86_400_000,
     );
     expect((await run({}, { retentionMs: null })).deleted).toBe(0);
+    // Kept at least as long as a lease can last (12 h by default), whatever the window says.
+    expect((await run({ reapOnly: true }, { retentionMs: 60_000, maxLeaseMs: 2 * 86_400_000 })).deleted).toBe(0);
     expect((await run({ reapOnly: true }, { retentionMs: 60_000 })).deleted).toBe(30);
   });
 });
