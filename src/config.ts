@@ -70,6 +70,8 @@ export interface Config {
   apiKeys: readonly ApiKeyEntry[];
   signingKeys: { keys: JWK[] };
   webhookSecret: Uint8Array<ArrayBuffer> | null;
+  /** During a rotation: the next master; pushes carry signatures under both. */
+  webhookSecretNext: Uint8Array<ArrayBuffer> | null;
   issuer: string;
   leaseMs: number;
   /** The longest a lease may be held in all, heartbeats included. */
@@ -112,6 +114,21 @@ function json<T extends z.ZodType>(schema: T) {
   }, schema);
 }
 
+/** A `whsec_…` secret, or null when unset. */
+const webhookSecret = () =>
+  z
+    .string()
+    .optional()
+    .transform((secret, ctx) => {
+      if (!secret) return null;
+      try {
+        return webhookSecretBytes(secret);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    });
+
 const apiKeysSchema = z
   .array(
     z
@@ -134,18 +151,8 @@ const envSchema = z
     DATABASE_URL: z.string({ error: 'is required: the Postgres connection string' }).min(1, 'is required'),
     SLUICE_API_KEYS: json(apiKeysSchema),
     SLUICE_SIGNING_KEYS: json(signingKeysSchema),
-    SLUICE_WEBHOOK_SECRET: z
-      .string()
-      .optional()
-      .transform((secret, ctx) => {
-        if (!secret) return null;
-        try {
-          return webhookSecretBytes(secret);
-        } catch (error) {
-          ctx.addIssue({ code: 'custom', message: (error as Error).message });
-          return z.NEVER;
-        }
-      }),
+    SLUICE_WEBHOOK_SECRET: webhookSecret(),
+    SLUICE_WEBHOOK_SECRET_NEXT: webhookSecret(),
     SLUICE_ISSUER: z.string().min(1).default('sluice'),
     SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
@@ -177,6 +184,13 @@ const envSchema = z
       }),
   })
   .superRefine((env, ctx) => {
+    if (env.SLUICE_WEBHOOK_SECRET_NEXT && !env.SLUICE_WEBHOOK_SECRET) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SLUICE_WEBHOOK_SECRET_NEXT'],
+        message: 'is for rotating SLUICE_WEBHOOK_SECRET, which is not set',
+      });
+    }
     if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
       ctx.addIssue({
         code: 'custom',
@@ -211,6 +225,7 @@ export function loadConfig(env: Env): Config {
     apiKeys: Object.freeze(e.SLUICE_API_KEYS),
     signingKeys: e.SLUICE_SIGNING_KEYS,
     webhookSecret: e.SLUICE_WEBHOOK_SECRET,
+    webhookSecretNext: e.SLUICE_WEBHOOK_SECRET_NEXT,
     issuer: e.SLUICE_ISSUER,
     leaseMs: e.SLUICE_LEASE_MS,
     maxLeaseMs: e.SLUICE_MAX_LEASE_MS,

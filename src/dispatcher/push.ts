@@ -19,6 +19,7 @@ export interface PushDeps {
   keyring: Keyring;
   issuer: string;
   webhookSecret: Uint8Array<ArrayBuffer> | null;
+  webhookSecretNext: Uint8Array<ArrayBuffer> | null;
   allowPrivateTargets: boolean;
   /** A lease token is good for as long as its lease can be held, heartbeats included. */
   maxLeaseMs: number;
@@ -97,9 +98,13 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
     const timestamp = Math.floor(nowMs / 1000);
     headers.set(HEADERS.webhookId, task.id);
     headers.set(HEADERS.webhookTimestamp, String(timestamp));
-    // Each endpoint has a secret of its own, derived from the master (security/webhook-secrets.ts).
-    const secret = await endpointWebhookKey(deps.webhookSecret, task.url);
-    headers.set(HEADERS.webhookSignature, await signWebhook(secret, task.id, timestamp, bodyText));
+    // Each endpoint has a secret of its own, derived from the master (security/webhook-secrets.ts);
+    // while the master rotates, a signature under each (receivers check any of them).
+    const masters = deps.webhookSecretNext ? [deps.webhookSecret, deps.webhookSecretNext] : [deps.webhookSecret];
+    const signatures = await Promise.all(
+      masters.map(async (master) => signWebhook(await endpointWebhookKey(master, task.url), task.id, timestamp, bodyText)),
+    );
+    headers.set(HEADERS.webhookSignature, signatures.join(' '));
   }
   const sendsBody = task.method !== 'GET' && task.body !== null;
   return { method: task.method, headers, ...(sendsBody ? { body: bytes } : {}) };

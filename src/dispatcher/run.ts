@@ -124,6 +124,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     keyring: deps.keyring,
     issuer: config.issuer,
     webhookSecret: config.webhookSecret,
+    webhookSecretNext: config.webhookSecretNext,
     allowPrivateTargets: config.allowPrivateTargets,
     maxLeaseMs: config.maxLeaseMs,
     now,

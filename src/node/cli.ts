@@ -47,6 +47,9 @@ switch (command) {
     console.log(
       `Standard Webhooks secret for ${webhookEndpoint(url)} (configure it at that endpoint):\n  ${await endpointWebhookSecret(webhookSecretBytes(master), url)}`,
     );
+    const next = process.env.SLUICE_WEBHOOK_SECRET_NEXT;
+    if (next)
+      console.log(`Its next secret, under SLUICE_WEBHOOK_SECRET_NEXT:\n  ${await endpointWebhookSecret(webhookSecretBytes(next), url)}`);
     break;
   }
   default:

@@ -91,6 +91,28 @@ describe('a push', () => {
     expect(await verify(await endpointWebhookSecret(master, `${endpoint.url}/other`))).toBe(false);
   });
 
+  it('while the webhook master rotates, signs under both: a receiver with either secret verifies', async () => {
+    const next = webhookSecretBytes('whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo=');
+    await enqueue({ url: `${endpoint.url}/rotating` });
+    await run({ webhookSecretNext: next });
+    const push = endpoint.received[0]!;
+    const h = push.headers;
+    const verify = async (master: Uint8Array<ArrayBuffer>) =>
+      verifyWebhook(
+        webhookSecretBytes(await endpointWebhookSecret(master, `${endpoint.url}/rotating`)),
+        {
+          id: h[HEADERS.webhookId] as string,
+          timestamp: h[HEADERS.webhookTimestamp] as string,
+          signature: h[HEADERS.webhookSignature] as string,
+        },
+        push.text,
+        Date.now(),
+      );
+    expect((h[HEADERS.webhookSignature] as string).split(' ')).toHaveLength(2);
+    expect(await verify(webhookSecretBytes('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'))).toBe(true);
+    expect(await verify(next)).toBe(true);
+  });
+
   it('sends no body for a GET, and the given method otherwise', async () => {
     await enqueue({ method: 'GET', body: null });
     await enqueue({ method: 'PUT', body: 'plain', contentType: 'text/plain' });

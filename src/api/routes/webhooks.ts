@@ -15,5 +15,10 @@ webhooks.get('/secret', requireScope('admin'), async (c) => {
   if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) {
     throw new ValidationError([{ path: 'url', message: 'must be the absolute http(s) URL of the endpoint' }]);
   }
-  return c.json({ endpoint: webhookEndpoint(url), secret: await endpointWebhookSecret(master, url) });
+  const next = c.var.config.webhookSecretNext;
+  return c.json({
+    endpoint: webhookEndpoint(url),
+    secret: await endpointWebhookSecret(master, url),
+    ...(next ? { next_secret: await endpointWebhookSecret(next, url) } : {}),
+  });
 });
