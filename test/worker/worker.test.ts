@@ -296,10 +296,16 @@ describe('the API', () => {
     expect(denied.headers.get('www-authenticate')).toBe('Bearer realm="sluice"');
     const docs = await api('/docs', { key: null });
     const html = await docs.text();
-    const script = /<script>([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
-    const digest = createHash('sha256').update(script).digest('base64');
+    // The hashes of the page's one inline script and one inline style, taken independently.
+    const inline = (tag: string) => {
+      const open = html.indexOf(`<${tag}>`) + tag.length + 2;
+      return createHash('sha256')
+        .update(html.slice(open, html.indexOf(`</${tag}>`, open)))
+        .digest('base64');
+    };
     const csp = docs.headers.get('content-security-policy') ?? '';
-    expect(csp).toContain(`script-src 'sha256-${digest}'`);
+    expect(csp).toContain(`script-src 'sha256-${inline('script')}'`);
+    expect(csp).toContain(`style-src 'sha256-${inline('style')}'`);
     expect(csp).toMatch(/default-src 'none'.*connect-src 'self'.*frame-ancestors 'none'/);
   });
 
