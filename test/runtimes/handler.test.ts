@@ -133,7 +133,15 @@ describe('the client', () => {
   it('raises typed errors naming the fields', async () => {
     const error = await client.enqueue({ url: 'ftp://nope', priority: 1.5 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SluiceApiError);
-    expect(error).toMatchObject({ status: 400, code: 'invalid_request', issues: [{ path: 'priority', message: expect.any(String) }] });
+    // Every problem in one round, the URL's included.
+    expect(error).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      issues: [
+        { path: 'priority', message: expect.any(String) },
+        { path: 'url', message: 'must be https (got ftp:)' },
+      ],
+    });
     await expect(client.get('424242')).rejects.toMatchObject({ status: 404, code: 'not_found' });
   });
 
