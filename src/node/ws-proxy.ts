@@ -14,6 +14,8 @@ import { type WebSocket, WebSocketServer } from 'ws';
 export interface RunningProxy {
   /** The value for `SLUICE_NEON_WS_PROXY`: `host:port/v2`; the HTTP endpoint is `/sql` beside it. */
   address: string;
+  /** Cuts every open connection at once, as a network fault would (tests); new ones still work. Returns how many it cut. */
+  cut(): number;
   close(): Promise<void>;
 }
 
@@ -60,6 +62,14 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
   const { port } = server.address() as { port: number };
   return {
     address: `127.0.0.1:${port}/v2`,
+    cut() {
+      const n = sockets.size + pools.size;
+      for (const s of sockets) s.destroy();
+      for (const client of wss.clients) client.terminate();
+      for (const pool of pools.values()) void pool.end();
+      pools.clear();
+      return n;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -159,3 +159,40 @@ describe('pusher shards', () => {
     }
   });
 });
+
+describe('faults on the Worker path', () => {
+  it('the connection to Postgres is cut mid-drain: shards recover, nothing is lost, no limit is exceeded', async () => {
+    const sharded = await f.start({
+      SLUICE_DISPATCH_PARALLELISM: '2',
+      SLUICE_DISPATCH_SHARDS: '3',
+      SLUICE_CLUSTER_CAP: '5',
+      SLUICE_LEASE_MS: '2000',
+      SLUICE_PUSH_TIMEOUT_MS: '1000',
+    });
+    try {
+      const seen = { open: 0, peak: 0, ids: new Set<string>() };
+      endpoint.reply(async (push) => {
+        seen.open++;
+        seen.peak = Math.max(seen.peak, seen.open);
+        seen.ids.add(push.headers['sluice-task-id'] as string);
+        await new Promise((r) => setTimeout(r, 100));
+        seen.open--;
+        return { status: 200 };
+      });
+      await enqueue(sharded.url, { tasks: Array.from({ length: 60 }, () => task()) }, '/v1/tasks/batch');
+      await endpoint.waitFor(15);
+      // Every WebSocket and HTTP connection the Neon driver had, gone at once.
+      expect(f.proxy.cut()).toBeGreaterThan(0);
+      const cutAt = Date.now();
+      const succeeded = async () =>
+        (await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status = 'succeeded'`))[0]!.n;
+      await expect.poll(succeeded, { timeout: 30_000, interval: 100 }).toBe(60);
+      console.info(`worker: Postgres connections cut mid-drain: all 60 succeeded ${Date.now() - cutAt} ms after the cut`);
+      expect(seen.ids.size).toBe(60);
+      expect(seen.peak).toBeLessThanOrEqual(5);
+      expect(await t.db.query(`select 1 from sluice.tasks where status = 'leased'`)).toHaveLength(0);
+    } finally {
+      await sharded.close();
+    }
+  });
+});
