@@ -22,33 +22,124 @@ const problem = {
   required: ['type', 'title', 'status', 'code', 'detail'],
 };
 
+const str = { type: 'string' };
+const int = { type: 'integer' };
+const time = { type: 'string', format: 'date-time' };
+const nullable = (schema: { type: string; format?: string }) => ({ ...schema, type: [schema.type, 'null'] });
+
+const lease = {
+  type: ['object', 'null'],
+  description: 'The lease held now, if any.',
+  properties: { id: str, leased_at: time, expires_at: time },
+  required: ['id', 'leased_at', 'expires_at'],
+};
+
+const attempt = {
+  type: 'object',
+  properties: {
+    attempt: int,
+    lease_id: str,
+    started_at: time,
+    ended_at: time,
+    outcome: { type: 'string', enum: ['succeeded', 'retry', 'deferred', 'released', 'dead', 'cancelled'] },
+    http_status: nullable(int),
+    duration_ms: nullable(int),
+    error: nullable(str),
+  },
+  required: ['attempt', 'lease_id', 'started_at', 'ended_at', 'outcome', 'http_status', 'duration_ms', 'error'],
+};
+
+/** Fields every task view carries (src/api/views.ts `taskView`). */
+const TASK_FIELDS = {
+  id: str,
+  queue: str,
+  status: { type: 'string', enum: ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] },
+  url: str,
+  method: { type: 'string', enum: ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'] },
+  concurrency_key: nullable(str),
+  concurrency_limit: nullable(int),
+  priority: int,
+  run_at: time,
+  expires_at: nullable(time),
+  attempts: int,
+  max_attempts: int,
+  timeout_ms: int,
+  lease_ms: int,
+  dedup_key: nullable(str),
+  lease,
+  cancel_requested: { type: 'boolean' },
+  result: nullable(str),
+  last_error: nullable(str),
+  last_status: nullable(int),
+  created_at: time,
+  updated_at: time,
+  finished_at: nullable(time),
+};
+
 const task = {
   type: 'object',
   description: 'A task as the API returns it.',
-  properties: {
-    id: { type: 'string' },
-    queue: { type: 'string' },
-    status: { type: 'string', enum: ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] },
-    url: { type: 'string' },
-    method: { type: 'string' },
-    concurrency_key: { type: ['string', 'null'] },
-    priority: { type: 'integer' },
-    run_at: { type: 'string', format: 'date-time' },
-    expires_at: { type: ['string', 'null'], format: 'date-time' },
-    attempts: { type: 'integer' },
-    max_attempts: { type: 'integer' },
-    lease: { type: ['object', 'null'] },
-    result: { type: ['string', 'null'] },
-    last_error: { type: ['string', 'null'] },
-    last_status: { type: ['integer', 'null'] },
-    deduplicated: { type: 'boolean', description: 'Enqueue only: an unfinished task with this dedup_key was returned.' },
-  },
+  properties: TASK_FIELDS,
+  required: Object.keys(TASK_FIELDS),
 };
 
-type Op = { summary: string; scope: string; body?: object; query?: z.ZodObject; ok?: object; okStatus?: string };
+const taskDetail = {
+  type: 'object',
+  description: 'One task with its body, header names and every attempt.',
+  properties: {
+    ...TASK_FIELDS,
+    content_type: str,
+    header_names: { type: 'array', items: str },
+    body: { description: 'The JSON body, when it is JSON.' },
+    body_text: nullable(str),
+    attempt_history: { type: 'array', items: attempt },
+  },
+  required: [...Object.keys(TASK_FIELDS), 'content_type', 'header_names', 'attempt_history'],
+};
 
-function operation({ summary, scope, body, query, ok, okStatus = '200' }: Op) {
+/** What a key without tasks:read sees of a task it did not just create. */
+const taskState = {
+  type: 'object',
+  properties: { id: str, queue: str, status: TASK_FIELDS.status },
+  required: ['id', 'queue', 'status'],
+};
+
+const enqueued = {
+  description: 'The task; for a key without tasks:read, a deduplicated hit shows only id, queue and status.',
+  anyOf: [
+    {
+      allOf: [
+        { $ref: '#/components/schemas/Task' },
+        { type: 'object', properties: { deduplicated: { type: 'boolean' } }, required: ['deduplicated'] },
+      ],
+    },
+    { allOf: [taskState, { type: 'object', properties: { deduplicated: { type: 'boolean' } }, required: ['deduplicated'] }] },
+  ],
+};
+
+const leaseEnded = {
+  type: 'object',
+  properties: { task_id: str, status: nullable(str), repeated: { type: 'boolean' } },
+  required: ['task_id', 'status'],
+};
+
+type Op = {
+  id: string;
+  summary: string;
+  scope: string;
+  body?: object;
+  query?: z.ZodObject;
+  /** The success answer's schema; null = no body. */
+  ok?: object | null;
+  okStatus?: string;
+  /** More success answers: status → schema (or null for no body). */
+  also?: Record<string, object | null>;
+};
+
+function operation({ id, summary, scope, body, query, ok, okStatus = '200', also = {} }: Op) {
+  const answer = (schema: object | null) => ({ description: 'OK', ...(schema ? { content: { 'application/json': { schema } } } : {}) });
   return {
+    operationId: id,
     summary,
     security: [{ [scope === 'lease token' ? 'leaseToken' : 'apiKey']: [] }],
     description: `Requires: ${scope}.`,
@@ -64,7 +155,8 @@ function operation({ summary, scope, body, query, ok, okStatus = '200' }: Op) {
       : {}),
     ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
     responses: {
-      [okStatus]: { description: 'OK', content: { 'application/json': { schema: ok ?? { type: 'object' } } } },
+      [okStatus]: answer(ok === undefined ? { type: 'object' } : ok),
+      ...Object.fromEntries(Object.entries(also).map(([status, schema]) => [status, answer(schema)])),
       '4XX': {
         description: 'A problem with the request',
         content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
@@ -73,23 +165,43 @@ function operation({ summary, scope, body, query, ok, okStatus = '200' }: Op) {
   };
 }
 
+/** An endpoint anyone may call. */
+const open = (id: string, summary: string, type: string, schema: object, extra: Record<string, object> = {}) => ({
+  get: {
+    operationId: id,
+    summary,
+    security: [],
+    responses: { '200': { description: 'OK', content: { [type]: { schema } } }, ...extra },
+  },
+});
+
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const idParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
 
 export function openApiDocument(): object {
-  const leaseCall = (summary: string, body: object) => ({
+  const leaseCall = (id: string, summary: string, body: object, ok: object) => ({
     parameters: [idParam('lease_id')],
-    post: operation({ summary, scope: 'lease token', body }),
+    post: operation({ id, summary, scope: 'lease token', body, ok }),
   });
+  const queueView = { type: 'object', description: 'A queue: each setting with its value and source, and counts.' };
   return {
     openapi: '3.1.0',
     info: {
       title: 'Sluice',
       version: '1',
       description: 'Serverless task queue with signed HTTP push delivery and hard concurrency limits.',
+      license: { name: 'MIT', identifier: 'MIT' },
     },
+    servers: [{ url: '/', description: 'This Sluice' }],
     components: {
-      schemas: { EnqueueRequest: json(enqueueSchema), Task: task, Problem: problem, QueueOverride: json(queueLimitsSchema) },
+      schemas: {
+        EnqueueRequest: json(enqueueSchema),
+        Task: task,
+        TaskDetail: taskDetail,
+        TaskState: taskState,
+        Problem: problem,
+        QueueOverride: json(queueLimitsSchema),
+      },
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_sluice_…).' },
         leaseToken: { type: 'http', scheme: 'bearer', description: 'The Sluice-Lease-Token of the push.' },
@@ -97,76 +209,180 @@ export function openApiDocument(): object {
     },
     paths: {
       '/v1/tasks': {
-        post: operation({ summary: 'Enqueue a task', scope: 'tasks:write', body: ref('EnqueueRequest'), ok: ref('Task'), okStatus: '201' }),
-        get: operation({ summary: 'List tasks, newest first', scope: 'tasks:read', query: listQuerySchema }),
+        post: operation({
+          id: 'enqueueTask',
+          summary: 'Enqueue a task (200 when an unfinished task with the same dedup_key is returned)',
+          scope: 'tasks:write',
+          body: ref('EnqueueRequest'),
+          ok: enqueued,
+          okStatus: '201',
+          also: { '200': enqueued },
+        }),
+        get: operation({
+          id: 'listTasks',
+          summary: 'List tasks, newest first',
+          scope: 'tasks:read',
+          query: listQuerySchema,
+          ok: {
+            type: 'object',
+            properties: { tasks: { type: 'array', items: ref('Task') }, next_cursor: nullable(str) },
+            required: ['tasks', 'next_cursor'],
+          },
+        }),
       },
       '/v1/tasks/batch': {
         post: operation({
+          id: 'enqueueTasks',
           summary: 'Enqueue up to 1,000 tasks, all or nothing',
           scope: 'tasks:write',
           body: { ...json(batchSchema), properties: { tasks: { type: 'array', maxItems: 1000, items: ref('EnqueueRequest') } } },
+          ok: { type: 'object', properties: { tasks: { type: 'array', items: enqueued } }, required: ['tasks'] },
           okStatus: '201',
         }),
       },
       '/v1/tasks/{id}': {
         parameters: [idParam('id')],
-        get: operation({ summary: 'A task, with its attempt history', scope: 'tasks:read', ok: ref('Task') }),
+        get: operation({ id: 'getTask', summary: 'A task, with its attempt history', scope: 'tasks:read', ok: ref('TaskDetail') }),
       },
       '/v1/tasks/{id}/cancel': {
         parameters: [idParam('id')],
-        post: operation({ summary: 'Cancel a task', scope: 'tasks:write', ok: ref('Task') }),
+        post: operation({
+          id: 'cancelTask',
+          summary: 'Cancel a task (a key without tasks:read sees only its state)',
+          scope: 'tasks:write',
+          ok: { anyOf: [ref('Task'), ref('TaskState')] },
+        }),
       },
       '/v1/tasks/{id}/retry': {
         parameters: [idParam('id')],
-        post: operation({ summary: 'Redrive a dead task', scope: 'tasks:write', ok: ref('Task') }),
+        post: operation({
+          id: 'retryTask',
+          summary: 'Redrive a dead task (a key without tasks:read sees only its state)',
+          scope: 'tasks:write',
+          ok: { anyOf: [ref('Task'), ref('TaskState')] },
+        }),
       },
-      '/v1/leases/{lease_id}/heartbeat': leaseCall('Extend a kept lease', {
-        type: 'object',
-        properties: { extend_ms: { type: 'integer' } },
-      }),
-      '/v1/leases/{lease_id}/complete': leaseCall('Finish the task', { type: 'object', properties: { result: {} } }),
-      '/v1/leases/{lease_id}/fail': leaseCall('Fail the attempt', {
-        type: 'object',
-        properties: { error: { type: 'string' }, retry: { type: 'boolean' }, retry_after_ms: { type: 'integer' } },
-      }),
-      '/v1/leases/{lease_id}/release': leaseCall('Give the task back without using an attempt', {
-        type: 'object',
-        properties: { delay_ms: { type: 'integer' } },
-      }),
-      '/v1/queues': { get: operation({ summary: 'Queues with their effective settings', scope: 'tasks:read' }) },
+      '/v1/leases/{lease_id}/heartbeat': leaseCall(
+        'heartbeatLease',
+        'Extend a kept lease',
+        { type: 'object', properties: { extend_ms: int } },
+        { type: 'object', properties: { lease_id: str, task_id: str, expires_at: time }, required: ['lease_id', 'task_id', 'expires_at'] },
+      ),
+      '/v1/leases/{lease_id}/complete': leaseCall(
+        'completeLease',
+        'Finish the task',
+        { type: 'object', properties: { result: {} } },
+        leaseEnded,
+      ),
+      '/v1/leases/{lease_id}/fail': leaseCall(
+        'failLease',
+        'Fail the attempt',
+        { type: 'object', properties: { error: str, retry: { type: 'boolean' }, retry_after_ms: int } },
+        leaseEnded,
+      ),
+      '/v1/leases/{lease_id}/release': leaseCall(
+        'releaseLease',
+        'Give the task back without using an attempt',
+        { type: 'object', properties: { delay_ms: int } },
+        leaseEnded,
+      ),
+      '/v1/queues': {
+        get: operation({
+          id: 'listQueues',
+          summary: 'Queues with their effective settings',
+          scope: 'tasks:read',
+          ok: { type: 'object', properties: { queues: { type: 'array', items: queueView } }, required: ['queues'] },
+        }),
+      },
       '/v1/queues/{queue}': {
         parameters: [idParam('queue')],
-        get: operation({ summary: 'A queue: settings with their sources, counts', scope: 'tasks:read' }),
-        put: operation({ summary: 'Override settings at run time (null removes one)', scope: 'admin', body: ref('QueueOverride') }),
-        delete: operation({ summary: 'Drop the run-time overrides', scope: 'admin' }),
+        get: operation({ id: 'getQueue', summary: 'A queue: settings with their sources, counts', scope: 'tasks:read', ok: queueView }),
+        put: operation({
+          id: 'updateQueue',
+          summary: 'Override settings at run time (null removes one)',
+          scope: 'admin',
+          body: ref('QueueOverride'),
+          ok: queueView,
+        }),
+        delete: operation({ id: 'resetQueue', summary: 'Drop the run-time overrides', scope: 'admin', ok: queueView }),
+      },
+      '/v1/queues/{queue}/pause': {
+        parameters: [idParam('queue')],
+        post: operation({ id: 'pauseQueue', summary: 'Stop claiming from the queue', scope: 'admin', ok: queueView }),
+      },
+      '/v1/queues/{queue}/resume': {
+        parameters: [idParam('queue')],
+        post: operation({ id: 'resumeQueue', summary: 'Claim from the queue again', scope: 'admin', ok: queueView }),
       },
       '/v1/queues/{queue}/concurrency': {
         parameters: [idParam('queue')],
-        get: operation({ summary: 'Limit, active and slot holders per level and key', scope: 'tasks:read' }),
+        get: operation({
+          id: 'getQueueConcurrency',
+          summary: 'Limit, active and slot holders per level and key',
+          scope: 'tasks:read',
+          ok: {
+            type: 'object',
+            properties: { queue: str, cluster: { type: 'object' }, queue_level: { type: 'object' }, keys: { type: 'array' } },
+          },
+        }),
       },
       '/v1/queues/{queue}/keys/{key}': {
         parameters: [idParam('queue'), idParam('key')],
         put: operation({
+          id: 'setKeyLimit',
           summary: 'Set the limit of one key',
           scope: 'admin',
-          body: { type: 'object', properties: { limit: { type: 'integer', minimum: 1 } } },
+          body: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 1_000_000 } }, required: ['limit'] },
+          ok: {
+            type: 'object',
+            properties: { queue: str, key: str, limit: int, source: str },
+            required: ['queue', 'key', 'limit', 'source'],
+          },
         }),
-        delete: operation({ summary: 'Drop the limit of one key', scope: 'admin' }),
+        delete: operation({
+          id: 'deleteKeyLimit',
+          summary: 'Drop the limit of one key',
+          scope: 'admin',
+          ok: null as unknown as object,
+          okStatus: '204',
+        }),
+      },
+      '/v1/queues/{queue}/leases/{lease_id}/release': {
+        parameters: [idParam('queue'), idParam('lease_id')],
+        post: operation({
+          id: 'forceReleaseLease',
+          summary: 'Free a stuck slot: the task goes back to pending, its attempt given back',
+          scope: 'admin',
+          ok: {
+            type: 'object',
+            properties: { released: { type: 'boolean' }, task_id: str, lease_id: str },
+            required: ['released', 'task_id', 'lease_id'],
+          },
+        }),
       },
       '/v1/webhooks/secret': {
         get: operation({
+          id: 'getWebhookSecret',
           summary: "The Standard Webhooks secret of a URL's endpoint (origin and path)",
           scope: 'admin',
           query: z.object({ url: z.string() }),
-          ok: { type: 'object', properties: { endpoint: { type: 'string' }, secret: { type: 'string' } } },
+          ok: { type: 'object', properties: { endpoint: str, secret: str, next_secret: str }, required: ['endpoint', 'secret'] },
         }),
       },
-      '/.well-known/jwks.json': {
-        get: { summary: 'Public keys that sign pushes (current and next)', responses: { '200': { description: 'JWKS' } } },
-      },
-      '/healthz': {
-        get: { summary: 'Health', responses: { '200': { description: 'OK' }, '503': { description: 'The database does not answer' } } },
-      },
+      '/.well-known/jwks.json': open('getJwks', 'Public keys that sign pushes (current and next)', 'application/json', {
+        type: 'object',
+        properties: { keys: { type: 'array', items: { type: 'object' } } },
+        required: ['keys'],
+      }),
+      '/healthz': open(
+        'getHealth',
+        'Health',
+        'application/json',
+        { type: 'object', properties: { status: str }, required: ['status'] },
+        { '503': { description: 'The database does not answer', content: { 'application/json': { schema: { type: 'object' } } } } },
+      ),
+      '/openapi.json': open('getOpenApi', 'This document', 'application/json', { type: 'object' }),
+      '/docs': open('getDocs', 'A page that renders this document', 'text/html', { type: 'string' }),
     },
   };
 }
