@@ -3,8 +3,7 @@
  * hand-written copy), served at /openapi.json and rendered at /docs.
  */
 import { z } from 'zod';
-import { queueLimitsSchema } from '../config.ts';
-import { batchSchema, enqueueSchema, listQuerySchema } from './schemas.ts';
+import { batchSchema, enqueueSchema, keyLimitSchema, listQuerySchema, overridePatchSchema } from './schemas.ts';
 
 const json = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' });
 
@@ -200,7 +199,7 @@ export function openApiDocument(): object {
         TaskDetail: taskDetail,
         TaskState: taskState,
         Problem: problem,
-        QueueOverride: json(queueLimitsSchema),
+        QueueOverride: json(overridePatchSchema),
       },
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_sluice_…).' },
@@ -332,7 +331,7 @@ export function openApiDocument(): object {
           id: 'setKeyLimit',
           summary: 'Set the limit of one key',
           scope: 'admin',
-          body: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 1_000_000 } }, required: ['limit'] },
+          body: json(keyLimitSchema),
           ok: {
             type: 'object',
             properties: { queue: str, key: str, limit: int, source: str },

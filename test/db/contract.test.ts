@@ -11,8 +11,9 @@ import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 
+type Content = Record<string, { schema: object }>;
 type Doc = {
-  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+  paths: Record<string, Record<string, { requestBody?: { content: Content }; responses: Record<string, { content?: Content }> }>>;
   components: object;
 };
 
@@ -76,6 +77,12 @@ async function call(
   } else {
     expect(text).toBe('');
   }
+  // A request the server accepted must be one the document accepts too.
+  const requestSchema = operation!.requestBody?.content['application/json']?.schema;
+  if (res.status < 300 && options.body !== undefined && requestSchema) {
+    const validate = ajv.compile({ ...requestSchema, components: doc.components });
+    expect(validate(options.body), `${method} ${path} body ${JSON.stringify(options.body)}: ${JSON.stringify(validate.errors)}`).toBe(true);
+  }
   checked.push(`${method} ${template} ${res.status}`);
   return { status: res.status, json: text ? JSON.parse(text) : null };
 }
@@ -105,6 +112,7 @@ describe('every answer matches /openapi.json', () => {
     await call('GET', '/v1/queues', '/v1/queues');
     await call('GET', '/v1/queues/{queue}', '/v1/queues/default');
     await call('PUT', '/v1/queues/{queue}', '/v1/queues/default', { body: { concurrency: 5 }, key: admin });
+    await call('PUT', '/v1/queues/{queue}', '/v1/queues/default', { body: { concurrency: null, paused: false }, key: admin });
     await call('POST', '/v1/queues/{queue}/pause', '/v1/queues/default/pause', { key: admin });
     await call('POST', '/v1/queues/{queue}/resume', '/v1/queues/default/resume', { key: admin });
     await call('DELETE', '/v1/queues/{queue}', '/v1/queues/default', { key: admin });

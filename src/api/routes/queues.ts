@@ -4,8 +4,7 @@
  * an admin's release of a stuck lease.
  */
 import { Hono } from 'hono';
-import { z } from 'zod';
-import { type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema } from '../../config.ts';
+import { type Config, NAME_PATTERN, queueDefaults } from '../../config.ts';
 import { NotFoundError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { type EffectiveQueueLimits, resolveKeyLimit, resolveQueueLimits } from '../../core/limits.ts';
@@ -28,20 +27,13 @@ import {
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { keyLimitSchema, overridePatchSchema } from '../schemas.ts';
 
 export const queues = new Hono<AppEnv>();
 
 const NO_COUNTS: QueueCounts = { pending: 0, leased: 0, dead: 0 };
 
 /** PUT /v1/queues/:queue: the fields given are overridden; `null` removes an override; others stay. */
-const overridePatchSchema = z
-  .object({
-    concurrency: queueLimitsSchema.shape.concurrency.unwrap().nullable().optional(),
-    key_concurrency: queueLimitsSchema.shape.key_concurrency.unwrap().nullable().optional(),
-    priority: queueLimitsSchema.shape.priority.unwrap().nullable().optional(),
-    paused: z.boolean().nullable().optional(),
-  })
-  .strict();
 
 queues.get('/', requireScope('tasks:read'), async (c) => {
   const { config, db } = c.var;
@@ -91,8 +83,6 @@ for (const [action, paused] of [
     return c.json(await describeQueue(c.var.config, c.var.db, name));
   });
 }
-
-const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
 
 queues.put('/:queue/keys/:key', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));
