@@ -5,37 +5,13 @@
  * stand-in for Neon's proxy. Requests alternate between them, so the machine's noise falls on
  * both alike. Prints p50/p95 per request kind; asserts nothing.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
-import { migrateDatabase } from '../src/node/migrations.ts';
-import { startEmbeddedPostgres } from '../src/node/postgres.ts';
-import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';
-import { startWsProxy } from '../src/node/ws-proxy.ts';
-import { generateApiKey } from '../src/security/api-keys.ts';
-import { generateSigningJwk } from '../src/security/keyring.ts';
+import { startWorker } from '../src/node/worker-runtime.ts';
+import { benchSetup } from './setup.ts';
 
 const N = Number(process.env.BENCH_REQUESTS ?? 300);
 
-const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'));
-const postgres = await startEmbeddedPostgres({ dir, persistent: false });
-const admin = new pg.Client(postgres.url('postgres'));
-await admin.connect();
-await admin.query('create database bench');
-await admin.end();
-const databaseUrl = postgres.url('bench');
-await migrateDatabase(databaseUrl);
-const proxy = await startWsProxy({ host: '127.0.0.1', port: postgres.port });
-const apiKey = await generateApiKey('bench');
-const env = {
-  DATABASE_URL: databaseUrl,
-  SLUICE_API_KEYS: JSON.stringify([apiKey.entry]),
-  SLUICE_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk('EdDSA', 'bench-1')] }),
-  SLUICE_ALLOW_PRIVATE_TARGETS: 'true',
-  SLUICE_NEON_WS_PROXY: proxy.address,
-};
-const script = await bundleWorker();
+const setup = await benchSetup();
+const { env, script } = setup;
 const paths = ['http', 'websocket'] as const;
 const workers = await Promise.all(paths.map((p) => startWorker({ script, vars: { ...env, SLUICE_API_DATABASE: p } })));
 
@@ -49,7 +25,7 @@ async function timed(path: (typeof paths)[number], kind: string, request: () => 
   if (res.status >= 400) throw new Error(`${kind} via ${path}: ${res.status} ${text}`);
   return text;
 }
-const headers = { authorization: `Bearer ${apiKey.key}`, 'content-type': 'application/json' };
+const headers = { authorization: `Bearer ${setup.apiKey}`, 'content-type': 'application/json' };
 
 try {
   for (let i = 0; i < N; i++) {
@@ -78,7 +54,5 @@ try {
   }
 } finally {
   await Promise.all(workers.map((w) => w.close()));
-  await proxy.close();
-  await postgres.stop();
-  await rm(dir, { recursive: true, force: true });
+  await setup.close();
 }

@@ -12,17 +12,10 @@
  *    the endpoint checks on every push; then 2,000 no-op tasks with 8 shards.
  */
 import { createServer } from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { migrateDatabase } from '../src/node/migrations.ts';
-import { startEmbeddedPostgres } from '../src/node/postgres.ts';
 import { startNodeSluice } from '../src/node/server.ts';
-import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';
-import { startWsProxy } from '../src/node/ws-proxy.ts';
-import { generateApiKey } from '../src/security/api-keys.ts';
-import { generateSigningJwk } from '../src/security/keyring.ts';
+import { startWorker } from '../src/node/worker-runtime.ts';
+import { benchSetup } from './setup.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const FANOUT_TASKS = Number(process.env.BENCH_TASKS ?? 2_000);
@@ -90,33 +83,20 @@ await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
 const target = `http://127.0.0.1:${(endpoint.address() as { port: number }).port}`;
 
 // --- Postgres, secrets ---------------------------------------------------------------------
-const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'));
-const postgres = await startEmbeddedPostgres({ dir, persistent: false });
-const admin = new pg.Client(postgres.url('postgres'));
-await admin.connect();
-await admin.query('create database bench');
-await admin.end();
-const databaseUrl = postgres.url('bench');
-await migrateDatabase(databaseUrl);
+const setup = await benchSetup();
+const { databaseUrl, script } = setup;
 const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 db.on('error', () => {});
-const proxy = await startWsProxy({ host: '127.0.0.1', port: postgres.port });
-const apiKey = await generateApiKey('bench');
 const baseEnv = {
-  DATABASE_URL: databaseUrl,
-  SLUICE_API_KEYS: JSON.stringify([apiKey.entry]),
-  SLUICE_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk('EdDSA', 'bench-1')] }),
-  SLUICE_ALLOW_PRIVATE_TARGETS: 'true',
-  SLUICE_NEON_WS_PROXY: proxy.address,
+  ...setup.env,
   SLUICE_CLUSTER_CAP: String(LIMITS.cluster),
   SLUICE_QUEUES: JSON.stringify({ limited: { concurrency: LIMITS.queue, key_concurrency: LIMITS.key }, single: { concurrency: 1 } }),
 };
-const script = await bundleWorker();
 
 async function post(base: string, path: string, body: unknown): Promise<Record<string, unknown>> {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${apiKey.key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${setup.apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
   if (res.status !== 201) throw new Error(`${path}: ${res.status} ${await res.text()}`);
@@ -259,9 +239,7 @@ try {
   }
 } finally {
   await db.end();
-  await proxy.close();
   endpoint.closeAllConnections();
   endpoint.close();
-  await postgres.stop();
-  await rm(dir, { recursive: true, force: true });
+  await setup.close();
 }
