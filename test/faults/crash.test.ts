@@ -5,15 +5,14 @@
  * then the total-queue check: nothing lost, every duplicate explained by the fault, the
  * endpoint never above a limit, no lease left at rest.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { BIN, spawnReady } from '../helpers/process.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LIMITS = { cluster: 6, queue: 4, key: 1 };
 const TASKS = 240;
 
@@ -82,26 +81,8 @@ async function startServer(): Promise<{ url: string; child: ChildProcess }> {
     SLUICE_CLUSTER_CAP: String(LIMITS.cluster),
     SLUICE_QUEUES: JSON.stringify({ limited: { concurrency: LIMITS.queue, key_concurrency: LIMITS.key } }),
   });
-  const child = spawn(`${ROOT}node_modules/.bin/node`, ['src/node/serve.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = await spawnReady(`${BIN}/node`, ['src/node/serve.ts'], env, 'sluice: listening on');
   servers.push(child);
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve.ts did not start: ${output}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('sluice: listening on')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`serve.ts exited with ${code}: ${output}`)));
-  });
   return { url: `http://127.0.0.1:${port}`, child };
 }
 

@@ -4,8 +4,6 @@
  * the SDK client: a quick task, a long task that heartbeats well past its first lease, and a
  * task that fails for good.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,9 +13,7 @@ import { COMPATIBILITY_DATE } from '../../src/node/worker-runtime.ts';
 import { SluiceApiError, SluiceClient } from '../../src/sdk/index.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = `${ROOT}node_modules/.bin`;
+import { BIN, ROOT, spawnReady } from '../helpers/process.ts';
 
 let t: TestDatabase;
 let sluice: NodeSluice;
@@ -43,26 +39,8 @@ afterAll(async () => {
 /** Starts a runtime's example server and resolves with its base URL. */
 async function spawnServer(command: string, args: string[]): Promise<string> {
   const port = await freePort();
-  const child: ChildProcess = spawn(command, args, {
-    cwd: ROOT,
-    env: { ...process.env, SLUICE_URL: sluice.url, PORT: String(port), DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = await spawnReady(command, args, { SLUICE_URL: sluice.url, PORT: String(port) }, 'listening on');
   stops.push(async () => child.kill('SIGKILL'));
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${command} did not start: ${output}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('listening on')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`${command} exited with ${code}: ${output}`)));
-  });
   return `http://127.0.0.1:${port}`;
 }
 

@@ -3,8 +3,7 @@
  * Postgres: each takes an enqueue over HTTP, pushes it signed to a local endpoint, records the
  * outcome, and stops gracefully on SIGTERM. (Node runs the same server in the db tier.)
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { createLocalJWKSet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
@@ -13,9 +12,7 @@ import { loadKeyring } from '../../src/security/keyring.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = `${ROOT}node_modules/.bin`;
+import { BIN, spawnReady } from '../helpers/process.ts';
 
 let t: TestDatabase;
 let endpoint: TestEndpoint;
@@ -30,28 +27,15 @@ afterAll(async () => {
 });
 
 /** Starts serve.ts under a runtime; resolves once it listens. */
-async function startServer(command: string, args: string[]): Promise<{ url: string; child: ChildProcess; output: () => string }> {
+async function startServer(command: string, args: string[]): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(command, [...args, 'src/node/serve.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, ...testEnv(secrets, t.url), PORT: String(port), DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${command} did not start: ${output}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('sluice: listening on')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`${command} exited with ${code}: ${output}`)));
-  });
-  return { url: `http://127.0.0.1:${port}`, child, output: () => output };
+  const child = await spawnReady(
+    command,
+    [...args, 'src/node/serve.ts'],
+    { ...testEnv(secrets, t.url), PORT: String(port) },
+    'sluice: listening on',
+  );
+  return { url: `http://127.0.0.1:${port}`, child };
 }
 
 describe.each([
