@@ -9,6 +9,7 @@ import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
 import { pokeNow } from './core/wake.ts';
 import { openNeonDb, openNeonHttpDb } from './db/neon.ts';
+import { sweepFinished } from './dispatcher/retention.ts';
 import { dispatchRun } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
 import { schedulerOf } from './worker/bindings.ts';
@@ -31,7 +32,7 @@ const app = createApp({
 
 export default {
   fetch: app.fetch,
-  /** Every minute: repair a lost or late alarm (a poke for now) and reap expired leases. */
+  /** Every minute: repair a lost or late alarm (a poke for now), reap expired leases, delete finished tasks past retention. */
   async scheduled(_controller: { cron: string; scheduledTime: number }, env: Env, _ctx: ExecutionContextLike): Promise<void> {
     const config = loadConfig(env);
     const db = openNeonDb(config);
@@ -39,6 +40,7 @@ export default {
       await Promise.all([
         schedulerOf(env).poke(pokeNow(Date.now(), 0)),
         dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
+        sweepFinished(db, config),
       ]);
     } finally {
       await db.close();

@@ -13,7 +13,6 @@ import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
-import { finishedSweep } from '../db/retention.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
@@ -64,32 +63,12 @@ export interface RunReport {
   leaseKept: number;
   /** Pushes that timed out or lost their connection: their leases are held until they expire. */
   unanswered: number;
-  /** Finished tasks deleted for being older than the retention window. */
-  deleted: number;
   /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
   roundTrips: number;
   /** The run stopped for its budget (time, pushes) rather than for want of work: run again at once. */
   more: boolean;
   /** When the run ended with nothing claimable: ms until the next task or lease comes due; `null` = nothing waits on time. */
   nextDueInMs: number | null;
-}
-
-/** Finished tasks deleted per sweep statement, and statements per run: small enough never to hold up dispatch. */
-const SWEEP_BATCH = 1_000;
-const SWEEPS_PER_RUN = 5;
-
-/** Retention: deletes finished tasks past the window, a few small batches per run. */
-async function sweep(deps: DispatchDeps, report: RunReport): Promise<void> {
-  const { retentionMs, maxLeaseMs } = deps.config;
-  if (retentionMs === null) return;
-  // Never sooner than a lease can last: a holder repeating `complete` late still gets its answer.
-  const keepMs = Math.max(retentionMs, maxLeaseMs);
-  for (let i = 0; i < SWEEPS_PER_RUN; i++) {
-    report.roundTrips++;
-    const n = await withDbRetry(() => finishedSweep(deps.db, keepMs, SWEEP_BATCH));
-    report.deleted += n;
-    if (n < SWEEP_BATCH) return;
-  }
 }
 
 /** A report of a run that has done nothing yet. */
@@ -105,7 +84,6 @@ export function emptyReport(): RunReport {
     lost: 0,
     leaseKept: 0,
     unanswered: 0,
-    deleted: 0,
     roundTrips: 0,
     more: false,
     nextDueInMs: null,
@@ -183,10 +161,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     }),
   );
 
-  if (options.reapOnly) {
-    await sweep(deps, report);
-    return report;
-  }
+  if (options.reapOnly) return report;
 
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
@@ -259,7 +234,6 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   }
   report.roundTrips += settler.writes;
   if (stopped()) return report;
-  await sweep(deps, report);
   // Stopped by its budget, not for want of work: whatever is left is due now.
   report.more = !idle;
   if (idle) {

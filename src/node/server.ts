@@ -10,6 +10,7 @@ import { loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
+import { sweepFinished } from '../dispatcher/retention.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
@@ -90,6 +91,10 @@ export async function startNodeSluice(options: {
   });
   const address = server.address() as { port: number };
   loop?.start();
+  // Retention once a minute, off the dispatch path (the Worker's cron does the same).
+  const sweeping = loop
+    ? setInterval(() => void sweepFinished(db, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000)
+    : null;
   let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${address.port}`,
@@ -97,6 +102,7 @@ export async function startNodeSluice(options: {
     close() {
       closing ??= (async () => {
         // The API stays up while pushes drain: their endpoints may still call the lease API.
+        if (sweeping) clearInterval(sweeping);
         await loop?.stop();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();

@@ -7,6 +7,7 @@ import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
+import { sweepFinished } from '../../src/dispatcher/retention.ts';
 import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
@@ -208,7 +209,7 @@ describe('retention', () => {
       [ids, ms],
     );
 
-  it('a run deletes finished tasks older than the window, with their attempts, and nothing else', async () => {
+  it('a sweep deletes finished tasks older than the window, with their attempts, and nothing else', async () => {
     const old = await Promise.all([enqueue(), enqueue()]);
     const recent = await enqueue();
     const live = await enqueue({ delayMs: 3_600_000 });
@@ -221,14 +222,13 @@ describe('retention', () => {
       `insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome) values ($1, 1, gen_random_uuid(), now(), 'succeeded')`,
       [old[0]!.id],
     );
-    const report = await run({}, { retentionMs: 7 * 86_400_000 });
-    expect(report.deleted).toBe(2);
+    expect(await sweepFinished(t.db, { ...config, retentionMs: 7 * 86_400_000 })).toBe(2);
     const left = await t.db.query<{ id: string }>('select id::text from sluice.tasks t order by t.id');
     expect(left.map((r) => r.id)).toEqual([recent.id, live.id]);
     expect(await t.db.query('select 1 from sluice.attempts')).toHaveLength(0);
   });
 
-  it("deletes nothing when kept for ever; the cron's reap-only run sweeps too", async () => {
+  it('deletes nothing when kept for ever, nor sooner than a lease can last', async () => {
     const many = await taskInsertMany(
       t.db,
       Array.from({ length: 30 }, () => newTask({ url: `${endpoint.url}/x` })),
@@ -237,9 +237,9 @@ describe('retention', () => {
       many.map((m) => m.task.id),
       86_400_000,
     );
-    expect((await run({}, { retentionMs: null })).deleted).toBe(0);
+    expect(await sweepFinished(t.db, { ...config, retentionMs: null })).toBe(0);
     // Kept at least as long as a lease can last (12 h by default), whatever the window says.
-    expect((await run({ reapOnly: true }, { retentionMs: 60_000, maxLeaseMs: 2 * 86_400_000 })).deleted).toBe(0);
-    expect((await run({ reapOnly: true }, { retentionMs: 60_000 })).deleted).toBe(30);
+    expect(await sweepFinished(t.db, { retentionMs: 60_000, maxLeaseMs: 2 * 86_400_000 })).toBe(0);
+    expect(await sweepFinished(t.db, { ...config, retentionMs: 60_000 })).toBe(30);
   });
 });

@@ -60,6 +60,17 @@ describe('the cron, the safety net', () => {
     expect(push!.receivedAt).toBeGreaterThanOrEqual(enqueued!.task.runAt.getTime());
   });
 
+  it('deletes finished tasks past the retention window (7 days by default), and no others', async () => {
+    const [old, recent] = await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/old` }), newTask({ url: `${endpoint.url}/recent` })]);
+    await t.db.query(
+      `update sluice.tasks set status = 'succeeded', finished_at = now() - case when id = $1 then interval '8 days' else interval '1 day' end`,
+      [old!.task.id],
+    );
+    await worker.scheduled();
+    const left = await t.db.query<{ id: string }>('select id::text from sluice.tasks');
+    expect(left).toEqual([{ id: recent!.task.id }]);
+  });
+
   it('reaps expired leases itself, whatever the shards do', async () => {
     const [enqueued] = await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/reaped`, leaseMs: 1_000, timeoutMs: 500 })]);
     await t.db.query(
