@@ -55,6 +55,8 @@ export async function startEmbeddedPostgres(options: {
   const runAs = userInfo().uid === 0 ? await postgresUser() : null;
   let bins = await platformBinaries();
   let dir = resolve(options.dir);
+  // The folders above the data folder must exist before anyone can tell whether they are reachable.
+  await mkdir(dirname(dir), { recursive: true, mode: 0o755 });
   if (runAs) {
     if (!(await reachable(bins.postgres, runAs))) bins = await sharedCopy(bins);
     if (!(await reachable(dir, runAs))) {

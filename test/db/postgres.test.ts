@@ -34,7 +34,8 @@ describe.skipIf(!asRoot)('as root', () => {
   it('starts with its data folder inside a 0700 folder: the data moves where the postgres user can reach it', async () => {
     const home = await mkdtemp(join(tmpdir(), 'sluice-private-'));
     await chmod(home, 0o700);
-    const postgres = await startEmbeddedPostgres({ dir: join(home, 'pg'), persistent: false });
+    // A folder that does not exist yet, as `.sluice/pg` on a fresh clone.
+    const postgres = await startEmbeddedPostgres({ dir: join(home, 'not-yet', 'pg'), persistent: false });
     try {
       expect(postgres.dataDir).not.toContain(home);
       const client = new pg.Client(postgres.url('postgres'));
