@@ -29,6 +29,8 @@ export interface DispatchDeps {
   random?: () => number;
   fetch?: typeof fetch;
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
+  /** Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a no-op. */
+  push?: (task: LeasedTask) => Promise<PushResult>;
 }
 
 export interface RunOptions {
@@ -108,6 +110,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     now,
     fetch: deps.fetch ?? ((input, init) => fetch(input, init)),
   };
+  const push = deps.push ?? ((task: LeasedTask) => pushTask(task, pushDeps));
 
   /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
   const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null, require?: 'expired'): Promise<void> => {
@@ -200,7 +203,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
           options.onBusy?.();
         }
         for (const task of batch) {
-          const work: Promise<void> = pushTask(task, pushDeps)
+          const work: Promise<void> = push(task)
             .then((result: PushResult) => settle(task, classifyPush(result, now()), result.durationMs))
             .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
             .finally(() => {

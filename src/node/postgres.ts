@@ -45,6 +45,8 @@ export async function startEmbeddedPostgres(options: {
   port?: number;
   persistent?: boolean;
   log?: boolean;
+  /** More server settings (`-c name=value`), e.g. for benchmarks. */
+  settings?: Record<string, string>;
 }): Promise<RunningPostgres> {
   const port = options.port ?? (await freePort());
   let stopping = false;
@@ -89,7 +91,19 @@ export async function startEmbeddedPostgres(options: {
 
   const child = spawn(
     bins.postgres,
-    ['-D', dir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    [
+      '-D',
+      dir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
+    ],
     { ...(runAs ?? {}), stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const stopOnExit = () => child.kill('SIGINT');
