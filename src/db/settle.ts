@@ -33,7 +33,8 @@ with input as (
 settled as (
   update sluice.tasks t
   set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
-      run_at = coalesce(s.run_at, t.run_at),
+      -- Never due before now: the next claim pass then promotes it (migrations/0006).
+      run_at = case when s.status = 'pending' then greatest(s.run_at, now()) else t.run_at end,
       attempts = t.attempts + s.attempts_delta,
       deferrals = t.deferrals + s.deferrals_delta,
       result = s.result,
