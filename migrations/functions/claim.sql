@@ -1,7 +1,7 @@
 -- The claim and the lane bookkeeping it relies on (DESIGN.md §5): this file is their one home.
 -- The migration runner re-applies it whenever it changes (create or replace); numbered
 -- migrations keep tables, indexes and backfills. What a lane is, and why its hint may be too
--- good but never too poor: migrations/0002_limits.sql.
+-- good but never too poor: migrations/0002_limits.sql (and 0006_claim_speed.sql).
 
 -- The round-robin mark a new lane starts with (see 0002).
 create or replace function sluice.next_turn() returns bigint
@@ -29,9 +29,9 @@ language sql as $$
   where k.id = locked.id;
 $$;
 
--- After every statement that inserts or updates tasks: lanes that gained due pending tasks get
--- their hint lowered (rows locked in (queue, lane) order, as everywhere); lanes that lost
--- pending tasks by cancellation or expiry get it recomputed.
+-- After every statement that inserts tasks: lanes that gained due pending tasks get their hint
+-- lowered, and new lanes their row (rows locked in (queue, lane) order, as everywhere). Updates
+-- need no trigger (0006): a task made pending again is promoted by the next claim pass.
 create or replace function sluice.keys_touch() returns trigger
 language plpgsql as $$
 begin
@@ -45,15 +45,6 @@ begin
   on conflict (queue, lane) do update
     set head_priority = least(k.head_priority, excluded.head_priority),
         task_limit = coalesce(k.task_limit, excluded.task_limit);
-
-  if tg_op = 'UPDATE' then
-    perform sluice.keys_recompute(array(
-      select distinct k.id from before b
-      join changed c on c.id = b.id
-      join sluice.keys k on k.queue = b.queue and k.lane = b.lane
-      where b.status = 'pending' and c.status in ('cancelled', 'expired')
-    ));
-  end if;
   return null;
 end $$;
 
@@ -83,8 +74,8 @@ declare
   v_served bigint[];
   v_stale boolean;
   v_all_examined bigint[] := '{}';
-  v_claimed sluice.tasks[];
-  v_all sluice.tasks[] := '{}';
+  v_claimed integer := 0;
+  v_count integer;
   v_want integer := p_max;
   v_round integer := 0;
   v_pass bigint;
@@ -207,7 +198,8 @@ begin
     into v_ids, v_examined, v_served, v_stale;
 
     if v_ids is not null then
-      with claimed as (
+      -- Straight into the result: no row is copied into an array on its way out.
+      return query
         update sluice.tasks t
         set status = 'leased',
             lease_id = gen_random_uuid(),
@@ -216,10 +208,9 @@ begin
             attempts = t.attempts + 1,
             updated_at = v_now
         where t.id = any(v_ids) and t.status = 'pending'
-        returning t.*
-      )
-      select array_agg(c) into v_claimed from claimed c;
-      v_all := v_all || coalesce(v_claimed, '{}');
+        returning t.*;
+      get diagnostics v_count = row_count;
+      v_claimed := v_claimed + v_count;
     end if;
     if v_served is not null then
       v_pass := nextval('sluice.claim_pass');
@@ -234,12 +225,11 @@ begin
     end if;
     v_all_examined := v_all_examined || coalesce(v_examined, '{}');
 
-    v_want := p_max - cardinality(v_all);
+    v_want := p_max - v_claimed;
     exit when not v_stale or v_want <= 0 or v_round >= 4;
     -- Correct the hints that promised too much before looking again.
     perform sluice.keys_recompute(v_examined, p_now);
   end loop;
 
   perform sluice.keys_recompute(v_all_examined, p_now);
-  return query select * from unnest(v_all);
 end $$;
