@@ -157,7 +157,7 @@ const envSchema = z
     SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
     SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
-    SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(32),
+    SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(100),
     // Workers allow 6 connections waiting for response headers per invocation (an open
     // database socket no longer counts): 6 pushes per shard.
     SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),

@@ -184,9 +184,14 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
 
   try {
     const maxPushes = options.maxPushes ?? Number.POSITIVE_INFINITY;
+    // While pushes are in flight, a pass waits until a quarter of the places are free: a few
+    // passes of many tasks each, rather than one pass per push that ends. (Nothing is claimed
+    // ahead of a free place: a lease is a slot, and one waiting here would hold it idle.)
+    const passSize = Math.max(1, Math.floor(config.dispatchParallelism / 4));
     while (now() < deadline && report.claimed < maxPushes && !stopped()) {
       const room = Math.min(config.dispatchParallelism - inFlight.size, maxPushes - report.claimed);
-      if (room > 0 && (freed || lastPassFull)) {
+      const enough = inFlight.size === 0 || room >= Math.min(passSize, maxPushes - report.claimed);
+      if (room > 0 && enough && (freed || lastPassFull)) {
         const want = Math.min(room, config.maxClaimBatch);
         report.claimPasses++;
         report.roundTrips++;
@@ -221,8 +226,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         break;
       }
       // Wait for a push to end (or a nudge), unless one already did while the claim pass
-      // ran; with every place taken, even a nudge waits for a push to end.
-      if (room <= 0 || !freed) {
+      // ran; with too few places free, even a nudge waits for a push to end.
+      if (!enough || room <= 0 || !freed) {
         await new Promise<void>((resolve) => {
           onFreed = resolve;
         });

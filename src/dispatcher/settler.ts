@@ -37,6 +37,8 @@ export class Settler {
   }
 
   async #drain(): Promise<void> {
+    // Pushes that end together (the same turn of the event loop) share the first write.
+    await nextTurn();
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0);
       try {
@@ -55,4 +57,10 @@ export class Settler {
     }
     this.#writing = null;
   }
+}
+
+/** Resolves after the current turn of the event loop, without a timer's delay where the runtime can. */
+function nextTurn(): Promise<void> {
+  const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  return new Promise((resolve) => (immediate ? immediate(resolve) : setTimeout(resolve, 0)));
 }

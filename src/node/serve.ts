@@ -4,7 +4,7 @@
  * SIGINT/SIGTERM shut down gracefully: claiming stops, pushes in flight finish, then it exits.
  */
 import { z } from 'zod';
-import { describeLimits, loadConfig } from '../config.ts';
+import { describeLimits } from '../config.ts';
 import { startNodeSluice } from './server.ts';
 
 const env = process.env;
@@ -25,7 +25,7 @@ const sluice = await startNodeSluice({
   host: parsed.data.HOST,
   maxSleepMs: parsed.data.SLUICE_POLL_INTERVAL_MS,
 });
-console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(loadConfig(env))}`);
+console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config)}`);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, async () => {

@@ -6,7 +6,7 @@
  */
 import { serve } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
-import { loadConfig } from '../config.ts';
+import { type Config, loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
@@ -19,10 +19,18 @@ import { startWakeChannel } from './wake-channel.ts';
 
 export interface NodeSluice {
   url: string;
+  config: Config;
   loop: DispatchLoop | null;
   /** Graceful: stops claiming, lets pushes in flight finish and settle, then closes. */
   close(): Promise<void>;
 }
+
+/**
+ * Pushes in flight when `SLUICE_DISPATCH_PARALLELISM` is not set. A process has no cap on
+ * connections per invocation (Workers allow 6), and a push in flight costs a socket, not a
+ * thread: more places mean claim passes and settles of many tasks each.
+ */
+const NODE_PARALLELISM = 64;
 
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
@@ -38,7 +46,7 @@ export async function startNodeSluice(options: {
   /** Run a dispatcher in this process. Default true; false serves only the API. */
   dispatch?: boolean;
 }): Promise<NodeSluice> {
-  const config = loadConfig(options.env);
+  const config = loadConfig({ SLUICE_DISPATCH_PARALLELISM: String(NODE_PARALLELISM), ...options.env });
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20);
   const shared: OpenDb = { ...db, close: async () => {} };
   const keyring = await loadKeyring(config.signingKeys);
@@ -98,6 +106,7 @@ export async function startNodeSluice(options: {
   let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${address.port}`,
+    config,
     loop,
     close() {
       closing ??= (async () => {

@@ -22,7 +22,7 @@ describe('loadConfig', () => {
     expect(config).toMatchObject({
       leaseMs: 60_000,
       pushTimeoutMs: 30_000,
-      maxClaimBatch: 32,
+      maxClaimBatch: 100,
       dispatchParallelism: 6,
       dispatchShards: 4,
       apiDatabase: 'http',
