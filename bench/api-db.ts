@@ -21,7 +21,9 @@ async function timed(path: (typeof paths)[number], kind: string, request: () => 
   const started = performance.now();
   const res = await request();
   const text = await res.text();
-  (times[path]![kind] ??= []).push(performance.now() - started);
+  const list = times[path]![kind] ?? [];
+  list.push(performance.now() - started);
+  times[path]![kind] = list;
   if (res.status >= 400) throw new Error(`${kind} via ${path}: ${res.status} ${text}`);
   return text;
 }

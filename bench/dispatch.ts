@@ -31,7 +31,6 @@ interface Push {
 const seen = new Map<string, Push[]>();
 const open = { cluster: 0, queue: 0, key: new Map<string, number>() };
 const peak = { cluster: 0, queue: 0, key: 0 };
-let answered = 0;
 /** Leases kept by `/hold` pushes, by task id. */
 const held = new Map<string, { leaseId: string; token: string }>();
 const endpoint = createServer((req, res) => {
@@ -55,7 +54,6 @@ const endpoint = createServer((req, res) => {
     return res.writeHead(202, { 'sluice-ack': 'lease' }).end();
   }
   if (!path.startsWith('/slow')) {
-    answered++;
     return res.writeHead(200).end();
   }
   const queue = String(req.headers['sluice-queue']);
@@ -74,7 +72,6 @@ const endpoint = createServer((req, res) => {
       open.queue--;
       open.key.set(key, (open.key.get(key) ?? 0) - 1);
     }
-    answered++;
     res.writeHead(200).end();
   }, 200);
 });
@@ -168,7 +165,6 @@ async function latency(base: string): Promise<Record<string, string>> {
 
 // --- 2. fan-out -------------------------------------------------------------------------------
 async function fanout(base: string, path: '/slow' | '/ok', tasks: number): Promise<number> {
-  answered = 0;
   const started = Date.now();
   const all = Array.from({ length: tasks }, (_, i) =>
     i % 2 === 0
@@ -225,7 +221,8 @@ try {
       `- SLUICE_DISPATCH_SHARDS=${shards}: ${rates[shards]!.toFixed(1)} tasks/s; endpoint peaks: cluster ${peak.cluster}/${LIMITS.cluster}, ` +
         `queue ${peak.queue}/${LIMITS.queue}, key ${peak.key}/${LIMITS.key}`,
     );
-    if (peak.cluster > LIMITS.cluster || peak.queue > LIMITS.queue || peak.key > LIMITS.key) throw new Error('a limit was exceeded at the endpoint');
+    if (peak.cluster > LIMITS.cluster || peak.queue > LIMITS.queue || peak.key > LIMITS.key)
+      throw new Error('a limit was exceeded at the endpoint');
   }
   say(`- ratio 8 shards / 1 shard: ${(rates['8']! / rates['1']!).toFixed(2)}×`);
 

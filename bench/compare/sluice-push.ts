@@ -1,0 +1,116 @@
+/**
+ * Sluice whole: `node src/node/serve.ts` (what `npm run serve` runs) as a child process, tasks
+ * enqueued over its HTTP API, pushed signed over HTTP to a no-op endpoint in this process. The
+ * queue is paused while enqueuing; resuming it starts the clock, and it stops once every task is
+ * `succeeded` in the database (the endpoint's count says when to start looking).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { migrateDatabase } from '../../src/node/migrations.ts';
+import { freePort } from '../../src/node/postgres.ts';
+import { BIN, spawnReady } from '../../test/helpers/process.ts';
+import { PROBE } from './cluster.ts';
+import { type BenchJob, batches, type Contender, type Handler, IN_FLIGHT } from './contender.ts';
+import { prefillFinished, QUEUE, type SluiceSecrets } from './sluice-common.ts';
+
+/** The no-op endpoint: reads the body (the job), runs the harness's handler, answers 200. */
+export interface Endpoint {
+  url: string;
+  handler: Handler | null;
+  close(): Promise<void>;
+}
+
+export async function startEndpoint(): Promise<Endpoint> {
+  const endpoint: Endpoint & { server?: Server } = { url: '', handler: null, close: async () => {} };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const job = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as BenchJob;
+      (endpoint.handler?.handle(job) ?? Promise.resolve()).then(() => res.writeHead(200).end());
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  endpoint.url = `http://127.0.0.1:${(server.address() as { port: number }).port}/noop`;
+  endpoint.close = () => new Promise((r) => server.close(() => r()));
+  return endpoint;
+}
+
+const GIVE_UP_MS = 600_000;
+
+export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint): Contender {
+  return {
+    id: 'Sp',
+    label: 'Sluice push (npm run serve, HTTP)',
+    config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${IN_FLIGHT}, claim batch default (32), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, queue paused, resume starts the clock`,
+    sluice: true,
+    async open(db, { keyed, finished }) {
+      await migrateDatabase(db.url);
+      await prefillFinished(db, finished);
+      const port = await freePort();
+      const server: ChildProcess = await spawnReady(
+        `${BIN}/node`,
+        ['src/node/serve.ts'],
+        { ...secrets.env(db.url), SLUICE_DISPATCH_PARALLELISM: String(IN_FLIGHT), PORT: String(port) },
+        'sluice: listening on',
+      );
+      const base = `http://127.0.0.1:${port}`;
+      const post = async (path: string, body: unknown, status = 200) => {
+        const res = await fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        const text = await res.text();
+        if (res.status !== status) throw new Error(`POST ${path}: ${res.status} ${text.slice(0, 300)}`);
+      };
+      const task = (job: BenchJob) => ({
+        url: endpoint.url,
+        queue: QUEUE,
+        body: job,
+        ...(job.key === null ? {} : { concurrency_key: job.key, ...(keyed ? { concurrency_limit: 1 } : {}) }),
+      });
+      const succeeded = async () => {
+        const [row] = (
+          await db.pool.query<{ n: number }>(
+            `select count(*)::int as n, 1 as ${PROBE} from sluice.tasks where queue = $1 and status = 'succeeded'`,
+            [QUEUE],
+          )
+        ).rows;
+        return row?.n ?? 0;
+      };
+      return {
+        cpu: { pid: server.pid as number },
+        async enqueue(jobs) {
+          await post(`/v1/queues/${QUEUE}/pause`, {});
+          for (const batch of batches(jobs)) await post('/v1/tasks/batch', { tasks: batch.map(task) }, 201);
+        },
+        async enqueueOne(job) {
+          await post('/v1/tasks', task(job), 201);
+        },
+        async start(handler, expected) {
+          endpoint.handler = handler;
+          // After a latency probe the queue was never paused; resuming then changes nothing.
+          await post(`/v1/queues/${QUEUE}/resume`, {});
+          return {
+            async settled() {
+              const until = Date.now() + GIVE_UP_MS;
+              for (let n = await succeeded(); n < expected; n = await succeeded()) {
+                if (Date.now() > until) throw new Error(`Sluice push: ${n} of ${expected} succeeded after ${GIVE_UP_MS} ms`);
+                await new Promise((r) => setTimeout(r, 5));
+              }
+            },
+            async stop() {
+              endpoint.handler = null;
+            },
+          };
+        },
+        async close() {
+          const exited = new Promise((r) => server.once('exit', r));
+          server.kill('SIGTERM');
+          await exited;
+        },
+      };
+    },
+  };
+}
