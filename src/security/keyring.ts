@@ -5,15 +5,18 @@
  */
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, type JWTVerifyGetKey } from 'jose';
 import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../sdk/protocol/signature.ts';
+import { deriveLeaseKey } from './lease-token.ts';
 
 export interface Keyring {
-  /** The key that signs pushes and lease tokens. */
+  /** The key that signs pushes (and whose derived key MACs lease tokens). */
   active: SigningKey;
   all: readonly SigningKey[];
   /** Public keys, as served at `/.well-known/jwks.json`. */
   jwks: { keys: JWK[] };
   /** Finds the public key for a token's `kid`, for Sluice's own verifications. */
   verifier: JWTVerifyGetKey;
+  /** Per `kid`, the MAC key of lease tokens (security/lease-token.ts). */
+  leaseKeys: ReadonlyMap<string, CryptoKey>;
 }
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
@@ -64,7 +67,10 @@ async function importKeyring(jwks: { keys: JWK[] }): Promise<Keyring> {
     delete pub.ext;
     return pub;
   });
-  return { active: all[0] as SigningKey, all, jwks: { keys: publicKeys }, verifier: createLocalJWKSet({ keys: publicKeys }) };
+  const leaseKeys = new Map(
+    await Promise.all(jwks.keys.map(async (jwk) => [jwk.kid as string, await deriveLeaseKey(jwk.d as string)] as const)),
+  );
+  return { active: all[0] as SigningKey, all, jwks: { keys: publicKeys }, verifier: createLocalJWKSet({ keys: publicKeys }), leaseKeys };
 }
 
 /** A fresh private JWK for `SLUICE_SIGNING_KEYS`. */

@@ -1,45 +1,62 @@
 /**
- * Lease tokens (`Sluice-Lease-Token`): a JWS that names one lease and one task, signed with
- * the active signing key. It authorizes calls on that lease only; the database's
+ * Lease tokens (`Sluice-Lease-Token`): a token that names one lease of one task, good until the
+ * longest that lease can be held. It authorizes calls on that lease only; the database's
  * compare-and-set on the lease id decides whether the lease is still held.
+ *
+ * Only Sluice issues and checks them, so they carry a MAC, not a signature: HMAC-SHA-256 under a
+ * key derived (HKDF) from a signing key, whose `kid` the token names. Rotating the signing keys
+ * keeps issued tokens valid while the old key is still listed. Form:
+ * `base64url(JSON {kid, iss, sub: task id, jti: lease id, exp}) "." base64url(MAC of the first part)`.
  */
-import { jwtVerify, SignJWT } from 'jose';
+import { base64url, fromBase64, utf8 } from '../sdk/protocol/encoding.ts';
 import type { Keyring } from './keyring.ts';
-
-const AUDIENCE = 'sluice:lease';
-const TYP = 'sluice-lease+jwt';
 
 export interface LeaseTokenClaims {
   taskId: string;
   leaseId: string;
 }
 
+interface Payload {
+  kid: string;
+  iss: string;
+  sub: string;
+  jti: string;
+  exp: number;
+}
+
+/** The MAC key for lease tokens, derived from a signing key's private part (`d` of its JWK). */
+export async function deriveLeaseKey(privateD: string): Promise<CryptoKey> {
+  const secret = await crypto.subtle.importKey('raw', fromBase64(privateD), 'HKDF', false, ['deriveKey']);
+  return crypto.subtle.deriveKey(
+    { name: 'HKDF', hash: 'SHA-256', salt: utf8('sluice'), info: utf8('sluice lease token v1') },
+    secret,
+    { name: 'HMAC', hash: 'SHA-256', length: 256 },
+    false,
+    ['sign', 'verify'],
+  );
+}
+
 export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims, expiresAtMs: number, issuer: string): Promise<string> {
-  const { active } = keyring;
-  return new SignJWT({})
-    .setProtectedHeader({ alg: active.alg, kid: active.kid, typ: TYP })
-    .setIssuer(issuer)
-    .setAudience(AUDIENCE)
-    .setSubject(claims.taskId)
-    .setJti(claims.leaseId)
-    .setIssuedAt()
-    .setExpirationTime(Math.ceil(expiresAtMs / 1000))
-    .sign(active.key);
+  const { kid } = keyring.active;
+  const payload: Payload = { kid, iss: issuer, sub: claims.taskId, jti: claims.leaseId, exp: Math.ceil(expiresAtMs / 1000) };
+  const body = base64url(utf8(JSON.stringify(payload)));
+  const mac = await crypto.subtle.sign('HMAC', keyring.leaseKeys.get(kid) as CryptoKey, utf8(body));
+  return `${body}.${base64url(new Uint8Array(mac))}`;
 }
 
 /** The lease a token names, or `null` when it is not a valid, unexpired lease token of ours. */
 export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
+  const [body, mac, ...rest] = token.split('.');
+  if (!body || !mac || rest.length > 0) return null;
   try {
-    const { payload } = await jwtVerify(token, keyring.verifier, {
-      algorithms: keyring.all.map((k) => k.alg),
-      audience: AUDIENCE,
-      issuer,
-      currentDate: new Date(nowMs),
-      typ: TYP,
-      requiredClaims: ['sub', 'jti', 'exp'],
-    });
-    return { taskId: payload.sub as string, leaseId: payload.jti as string };
+    const payload = JSON.parse(new TextDecoder().decode(fromBase64(body))) as Partial<Payload>;
+    const key = typeof payload.kid === 'string' ? keyring.leaseKeys.get(payload.kid) : undefined;
+    if (!key || !(await crypto.subtle.verify('HMAC', key, fromBase64(mac), utf8(body)))) return null;
+    if (payload.iss !== issuer || typeof payload.sub !== 'string' || typeof payload.jti !== 'string') return null;
+    if (typeof payload.exp !== 'number' || payload.exp * 1000 <= nowMs) return null;
+    return { taskId: payload.sub, leaseId: payload.jti };
   } catch {
+    // Not base64url, not JSON: not a token of ours.
     return null;
   }
 }
