@@ -14,7 +14,9 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- later than that start (promotion would not find it: it was due when it was enqueued).
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
 create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null) returns void
-language sql as $$
+language plpgsql as $$
+begin
+  -- PL/pgSQL, not SQL: its statement's plan is kept for the session, not made on every call.
   with locked as (
     select id from sluice.keys where id = any(p_ids) order by queue, lane for update skip locked
   )
@@ -27,7 +29,7 @@ language sql as $$
   )
   from locked
   where k.id = locked.id;
-$$;
+end $$;
 
 -- After every statement that inserts tasks: lanes that gained due pending tasks get their hint
 -- lowered, and new lanes their row (rows locked in (queue, lane) order, as everywhere). Updates
