@@ -43,10 +43,16 @@ export function pinnedFetch(options: { allowPrivate: boolean; resolve?: Resolver
     const secure = url.protocol === 'https:';
     const client = secure ? https : http;
     const headers: Record<string, string> = {};
-    new Headers(init.headers).forEach((value, name) => {
+    (init.headers instanceof Headers ? init.headers : new Headers(init.headers)).forEach((value, name) => {
       headers[name] = value;
     });
-    const body = init.body === undefined || init.body === null ? null : new Uint8Array(await new Response(init.body).arrayBuffer());
+    // Pushes hand over their bytes as they are; any other body is read through a Response.
+    const body =
+      init.body === undefined || init.body === null
+        ? null
+        : init.body instanceof Uint8Array
+          ? init.body
+          : new Uint8Array(await new Response(init.body).arrayBuffer());
     if (body) headers['content-length'] = String(body.byteLength);
     return new Promise<Response>((done, fail) => {
       const request = client.request(
