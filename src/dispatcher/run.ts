@@ -153,19 +153,6 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     else report.retried++;
   };
 
-  // Reap: expired leases are attempts that timed out.
-  report.roundTrips++;
-  const expired = await withDbRetry(() => reapOverdue(db, options.reapLimit ?? 100));
-  await Promise.all(
-    expired.map((task) => {
-      report.reaped++;
-      // Only while still expired: a heartbeat that landed since the read wins.
-      return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
-    }),
-  );
-
-  if (options.reapOnly) return report;
-
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
   let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
@@ -173,6 +160,40 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let busy = false;
   let idle = false; // ended because nothing was claimable and nothing was in flight
   let onFreed: () => void = () => {};
+
+  // Reap: expired leases are attempts that timed out. On its own connection, beside the first
+  // claim pass (which counts no expired lease as a slot), so it adds nothing to a push's
+  // latency; a task it makes pending again is claimed once it ends, as if a place was freed.
+  report.roundTrips++;
+  let reaped = false;
+  const reaping = withDbRetry(() => reapOverdue(db, options.reapLimit ?? 100))
+    .then((expired) =>
+      Promise.all(
+        expired.map((task) => {
+          report.reaped++;
+          // Only while still expired: a heartbeat that landed since the read wins.
+          return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
+        }),
+      ),
+    )
+    .then(
+      (settled) => {
+        if (settled.length > 0) freed = true;
+      },
+      // Its leases stay expired, and the next run reaps them.
+      (error: unknown) => log.error('sluice: reaping expired leases failed', error),
+    )
+    .finally(() => {
+      reaped = true;
+      onFreed();
+    });
+  if (options.reapOnly) {
+    await reaping;
+    await settler.flush();
+    report.roundTrips += settler.writes;
+    return report;
+  }
+
   const stopped = () => options.signal?.aborted === true;
   const aborted = () => onFreed();
   options.signal?.addEventListener('abort', aborted, { once: true });
@@ -221,7 +242,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         if (batch.length > 0) continue;
       }
       // Nothing in flight and nothing freed since the last claim pass began: nothing to do.
-      if (inFlight.size === 0 && !freed) {
+      if (inFlight.size === 0 && !freed && reaped) {
         idle = true;
         break;
       }
@@ -237,7 +258,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     options.nudges?.removeEventListener(DUE_EVENT, nudged);
     options.signal?.removeEventListener('abort', aborted);
     // Whatever ends the run (a database error included), pushes already made are settled.
-    await Promise.allSettled(inFlight);
+    await Promise.all([reaping, Promise.allSettled(inFlight)]);
     await settler.flush();
   }
   report.roundTrips += settler.writes;
