@@ -27,6 +27,8 @@ export interface AppEnv {
     clientAddress: string | null;
     /** The caller's key may read tasks (`tasks:read` or `admin`); set by `requireScope`. */
     canRead: boolean;
+    /** The task a lease call's verified token names (lease routes only). */
+    leaseTaskId: string;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */
     poke: (poke?: Poke) => void;
   };

@@ -3,9 +3,15 @@ import type { Task } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask } from './rows.ts';
 
-/** The task a lease belongs to: holding it now, or ended by it. `null` when it names none. */
-export async function leaseFind(db: Queryable, leaseId: string): Promise<{ task: Task; current: boolean } | null> {
-  const rows = await db.query<TaskRow>('select * from sluice.tasks where lease_id = $1 or last_lease_id = $1 limit 1', [leaseId]);
+/**
+ * The task a lease belongs to: holding it now, or ended by it. `null` when it names none. The
+ * task id comes from the lease token, so the row is found by its key (lease ids have no index).
+ */
+export async function leaseFind(db: Queryable, taskId: string, leaseId: string): Promise<{ task: Task; current: boolean } | null> {
+  const rows = await db.query<TaskRow>('select * from sluice.tasks where id = $1 and (lease_id = $2 or last_lease_id = $2)', [
+    taskId,
+    leaseId,
+  ]);
   const row = rows[0];
   return row ? { task: toTask(row), current: row.lease_id === leaseId } : null;
 }
@@ -25,15 +31,21 @@ export type HeartbeatResult = { ok: true; expiresAt: Date } | { ok: false };
  * Extends a held, unexpired lease by `extendMs` from now (the database's clock), never past
  * `maxTotalMs` after the claim, and only while no cancellation was asked for.
  */
-export async function leaseHeartbeat(db: Queryable, leaseId: string, extendMs: number, maxTotalMs: number): Promise<HeartbeatResult> {
+export async function leaseHeartbeat(
+  db: Queryable,
+  taskId: string,
+  leaseId: string,
+  extendMs: number,
+  maxTotalMs: number,
+): Promise<HeartbeatResult> {
   const rows = await db.query<{ lease_expires_at: Date }>(
     `update sluice.tasks
      set lease_expires_at = least(now() + make_interval(secs => $2 / 1000.0), leased_at + make_interval(secs => $3 / 1000.0)),
          updated_at = now()
-     where lease_id = $1 and status = 'leased' and lease_expires_at > now() and cancel_requested_at is null
+     where id = $4 and lease_id = $1 and status = 'leased' and lease_expires_at > now() and cancel_requested_at is null
        and leased_at + make_interval(secs => $3 / 1000.0) > now()
      returning lease_expires_at`,
-    [leaseId, extendMs, maxTotalMs],
+    [leaseId, extendMs, maxTotalMs, taskId],
   );
   return rows[0] ? { ok: true, expiresAt: rows[0].lease_expires_at } : { ok: false };
 }

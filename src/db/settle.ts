@@ -4,6 +4,7 @@
  * one row in `sluice.attempts`: the outcome of that attempt.
  */
 import type { Settlement } from '../core/outcome.ts';
+import type { TaskStatus } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 
 export interface LeaseSettlement {
@@ -63,16 +64,19 @@ history as (
   from settled st join input s on s.id = st.id and s.lease_id = st.last_lease_id
   on conflict (task_id, lease_id) do nothing
 )
-select id::text as id from settled`;
+select id::text as id, status from settled`;
 
 /** What became of the attempt, for its history row. */
 function outcomeOf(s: Settlement): string {
   return s.status === 'pending' ? s.reason : s.status;
 }
 
-/** Settles leases in one statement; returns the ids of the tasks whose lease was still held. */
-export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[]): Promise<Set<string>> {
-  if (items.length === 0) return new Set();
+/**
+ * Settles leases in one statement. Returns, for each task whose lease was still held, the
+ * status it has now (a retry may have become a cancellation), so no caller reads it again.
+ */
+export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[]): Promise<Map<string, TaskStatus>> {
+  if (items.length === 0) return new Map();
   const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require }) => ({
     id: taskId,
     lease_id: leaseId,
@@ -89,6 +93,6 @@ export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettle
     http_status: s.httpStatus,
     duration_ms: durationMs === null ? null : Math.round(durationMs),
   }));
-  const rows = await db.query<{ id: string }>(SETTLE, [JSON.stringify(input)]);
-  return new Set(rows.map((r) => r.id));
+  const rows = await db.query<{ id: string; status: TaskStatus }>(SETTLE, [JSON.stringify(input)]);
+  return new Map(rows.map((r) => [r.id, r.status]));
 }

@@ -286,13 +286,13 @@ describe('fencing', () => {
       durationMs: 5,
       settlement: { status: 'succeeded', result: 'stale', httpStatus: 200 },
     } as const;
-    expect(await leaseSettleMany(t.db, [stale])).toEqual(new Set());
+    expect(await leaseSettleMany(t.db, [stale])).toEqual(new Map());
     const after = await get(task.id);
     expect(after).toMatchObject({ status: 'leased', result: null, lease: { id: leased!.lease.id } });
     // The holder's own settlement still lands; a second one with the same lease does not.
     const own = { ...stale, leaseId: leased!.lease.id };
-    expect(await leaseSettleMany(t.db, [own])).toEqual(new Set([task.id]));
-    expect(await leaseSettleMany(t.db, [{ ...own, settlement: { status: 'dead', error: 'late', httpStatus: null } }])).toEqual(new Set());
+    expect(await leaseSettleMany(t.db, [own])).toEqual(new Map([[task.id, 'succeeded']]));
+    expect(await leaseSettleMany(t.db, [{ ...own, settlement: { status: 'dead', error: 'late', httpStatus: null } }])).toEqual(new Map());
     expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: 'stale' });
   });
 });
@@ -311,12 +311,12 @@ describe('expiry', () => {
       ...(require ? { require } : {}),
     });
     // While it is alive the reaper may not touch it (a heartbeat that just landed wins).
-    expect(await leaseSettleMany(t.db, [item('expired')])).toEqual(new Set());
+    expect(await leaseSettleMany(t.db, [item('expired')])).toEqual(new Map());
     await new Promise((r) => setTimeout(r, 1_100));
-    expect(await leaseHeartbeat(t.db, leased!.lease.id, 60_000, 3_600_000)).toEqual({ ok: false });
-    expect(await leaseSettleMany(t.db, [item('unexpired')])).toEqual(new Set());
+    expect(await leaseHeartbeat(t.db, leased!.id, leased!.lease.id, 60_000, 3_600_000)).toEqual({ ok: false });
+    expect(await leaseSettleMany(t.db, [item('unexpired')])).toEqual(new Map());
     expect(await get(task.id)).toMatchObject({ status: 'leased', result: null });
-    expect(await leaseSettleMany(t.db, [item('expired')])).toEqual(new Set([task.id]));
+    expect([...(await leaseSettleMany(t.db, [item('expired')])).keys()]).toEqual([task.id]);
   });
 });
 

@@ -11,7 +11,7 @@ import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, Val
 import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
 import { storable, textProblem } from '../../core/text.ts';
-import { LIMITS, type Task } from '../../core/types.ts';
+import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
 import { leaseSettleMany } from '../../db/settle.ts';
@@ -27,6 +27,7 @@ const requireLeaseToken = createMiddleware<AppEnv>(async (c, next) => {
   const claims = await verifyLeaseToken(await c.var.keyring(), match[1], c.var.config.issuer, Date.now());
   if (!claims) throw new UnauthorizedError('the lease token is not valid (or has expired)');
   if (claims.leaseId !== c.req.param('lease')) throw new ForbiddenError('this lease (the token is for another one)');
+  c.set('leaseTaskId', claims.taskId);
   await next();
 });
 
@@ -53,10 +54,10 @@ const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.ma
 leases.post('/:lease/heartbeat', async (c) => {
   const body = parse(heartbeatSchema, await readOptionalJson(c.req.raw));
   const leaseId = c.req.param('lease');
-  const found = await leaseFind(c.var.db, leaseId);
+  const found = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
   const { task } = found;
-  const result = await leaseHeartbeat(c.var.db, leaseId, body.extend_ms ?? task.leaseMs, c.var.config.maxLeaseMs);
+  const result = await leaseHeartbeat(c.var.db, task.id, leaseId, body.extend_ms ?? task.leaseMs, c.var.config.maxLeaseMs);
   if (result.ok) return c.json({ lease_id: leaseId, task_id: task.id, expires_at: result.expiresAt.toISOString() });
   // Not extended. A cancellation asked for ends the lease now (the slot is free at once);
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
@@ -65,7 +66,7 @@ leases.post('/:lease/heartbeat', async (c) => {
     c.var.poke();
     throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
   }
-  throw lostOrCancelled((await leaseFind(c.var.db, leaseId))?.task ?? null, 'the lease expired or reached its maximum length');
+  throw lostOrCancelled((await leaseFind(c.var.db, task.id, leaseId))?.task ?? null, 'the lease expired or reached its maximum length');
 });
 
 leases.post('/:lease/complete', async (c) => {
@@ -101,23 +102,23 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
     found && !found.current && call.kind === 'complete' && found.task.status === 'succeeded'
       ? c.json({ task_id: found.task.id, status: 'succeeded', repeated: true })
       : null;
-  const found = await leaseFind(c.var.db, leaseId);
+  const found = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const again = repeated(found);
   if (again) return again;
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
-  if (await endLease(c.var.db, found.task, call)) {
+  const status = await endLease(c.var.db, found.task, call);
+  if (status) {
     c.var.poke();
-    const after = (await leaseFind(c.var.db, leaseId))?.task;
-    return c.json({ task_id: found.task.id, status: after?.status ?? null });
+    return c.json({ task_id: found.task.id, status });
   }
-  const now = await leaseFind(c.var.db, leaseId);
+  const now = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const raced = repeated(now);
   if (raced) return raced;
   throw lostOrCancelled(now?.task ?? null);
 }
 
-/** Ends a held lease by a lease call; false when the lease was no longer held and unexpired. */
-async function endLease(db: Db, task: Task, call: LeaseCall): Promise<boolean> {
+/** Ends a held lease by a lease call: the task's status after, or `null` when the lease was no longer held and unexpired. */
+async function endLease(db: Db, task: Task, call: LeaseCall): Promise<TaskStatus | null> {
   const lease = task.lease!;
   const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
   const held = await leaseSettleMany(db, [
@@ -131,7 +132,7 @@ async function endLease(db: Db, task: Task, call: LeaseCall): Promise<boolean> {
       require: 'unexpired',
     },
   ]);
-  return held.has(task.id);
+  return held.get(task.id) ?? null;
 }
 
 function lostOrCancelled(task: Task | null, why = 'the lease is no longer held'): SluiceError {
