@@ -155,6 +155,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
 
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
+  const settling = new Set<Promise<void>>();
   let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
   let lastPassFull = true;
   let busy = false;
@@ -229,8 +230,19 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
           options.onBusy?.();
         }
         for (const task of batch) {
+          // The place frees when the push ends; its settle is written meanwhile (group commit),
+          // so the next claim pass need not wait for it. Until it commits, the lease still
+          // counts against every limit (a pass may take less, never more), so its commit frees
+          // the slot again, as a push's end frees a place.
           const work: Promise<void> = push(task)
-            .then((result: PushResult) => settle(task, classifyPush(result, now()), result.durationMs))
+            .then((result: PushResult) => {
+              const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
+                settling.delete(written);
+                freed = true;
+                onFreed();
+              });
+              settling.add(written);
+            })
             .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
             .finally(() => {
               inFlight.delete(work);
@@ -241,8 +253,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         }
         if (batch.length > 0) continue;
       }
-      // Nothing in flight and nothing freed since the last claim pass began: nothing to do.
-      if (inFlight.size === 0 && !freed && reaped) {
+      // Nothing in flight or being settled, and nothing freed since the last claim pass began:
+      // nothing to do.
+      if (inFlight.size === 0 && settling.size === 0 && !freed && reaped) {
         idle = true;
         break;
       }
@@ -259,6 +272,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     options.signal?.removeEventListener('abort', aborted);
     // Whatever ends the run (a database error included), pushes already made are settled.
     await Promise.all([reaping, Promise.allSettled(inFlight)]);
+    await Promise.allSettled(settling);
     await settler.flush();
   }
   report.roundTrips += settler.writes;
