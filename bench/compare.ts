@@ -15,8 +15,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { NODE_PARALLELISM as SLUICE_NODE_PARALLELISM } from '../src/node/server.ts';
 import { PG_SETTINGS, startCluster } from './compare/cluster.ts';
-import { type Contender, makeJobs } from './compare/contender.ts';
+import { type Contender, IN_FLIGHT, makeJobs } from './compare/contender.ts';
 import { graphileBatched, graphileDefault } from './compare/graphile.ts';
 import { pgBossTuned } from './compare/pgboss.ts';
 import { type Machine, markdown, type Results } from './compare/report.ts';
@@ -56,10 +57,14 @@ const startedAt = new Date().toISOString();
 const cluster = await startCluster();
 const endpoint = await startEndpoint();
 const secrets = await sluiceSecrets();
-const engine = sluiceEngine(secrets);
-const push = sluicePush(secrets, endpoint);
+// Sluice at the peers' 16 in flight, and at its Node default (a push in flight is a socket,
+// not a worker: see README, Performance).
+const engine16 = sluiceEngine(secrets, IN_FLIGHT);
+const engine = sluiceEngine(secrets, SLUICE_NODE_PARALLELISM);
+const push16 = sluicePush(secrets, endpoint, IN_FLIGHT);
+const push = sluicePush(secrets, endpoint, null);
 const peers = [graphileDefault, graphileBatched, pgBossTuned];
-const all = [...peers, engine, push];
+const all = [...peers, engine16, engine, push16, push];
 
 const results: Results = {
   startedAt,
@@ -92,9 +97,9 @@ async function interleaved(contenders: readonly Contender[], keyed: boolean, int
 }
 
 try {
-  const sluiceDrains = [...(only.includes('engine') ? [engine] : []), ...(only.includes('push') ? [push] : [])];
+  const sluiceDrains = [...(only.includes('engine') ? [engine16, engine] : []), ...(only.includes('push') ? [push16, push] : [])];
   if (sluiceDrains.length > 0) await interleaved([...peers, ...sluiceDrains], false, results.drain);
-  if (only.includes('keyed')) await interleaved([graphileDefault, pgBossTuned, engine, push], true, results.keyed);
+  if (only.includes('keyed')) await interleaved([graphileDefault, pgBossTuned, engine16, engine, push16, push], true, results.keyed);
   if (only.includes('latency')) {
     for (const c of [graphileDefault, graphileBatched, pgBossTuned, push]) {
       results.latency[c.id] = await latency(cluster, c, LATENCY.samples, LATENCY.gapMs, LATENCY.warmup);

@@ -170,16 +170,19 @@ export function markdown(results: Results): string {
   ];
   if (Object.keys(results.drain).length > 0) {
     out.push(
-      `## Drain: ${n} no-op jobs, 16 in flight, one process`,
+      `## Drain: ${n} no-op jobs, one process; peers 16 in flight, Sluice 16 and its Node default 64`,
       '',
       'Median (min–max) over iterations. Drain: worker start to the N-th handler completion (Sluice push: to every task `succeeded` in the database). Costs per job, medians, read around the drain (worker start to worker stopped).',
       '',
       ...drainTable(results, results.drain, false),
       '',
       ...ratioTable(results, results.drain, [
-        ['S', 'engine, drain', drainRate],
-        ['Sp', 'push, drain', drainRate],
-        ['Sp', 'push, enqueue + drain', endToEndRate],
+        ['S16', 'engine (16 in flight), drain', drainRate],
+        ['S', 'engine (64 in flight), drain', drainRate],
+        ['Sp16', 'push (16 in flight), drain', drainRate],
+        ['Sp', 'push (64 in flight), drain', drainRate],
+        ['Sp16', 'push (16 in flight), enqueue + drain', endToEndRate],
+        ['Sp', 'push (64 in flight), enqueue + drain', endToEndRate],
       ]),
       '',
     );
@@ -193,8 +196,10 @@ export function markdown(results: Results): string {
       ...drainTable(results, results.keyed, true),
       '',
       ...ratioTable(results, results.keyed, [
-        ['S', 'engine, keyed drain', drainRate],
-        ['Sp', 'push, keyed drain', drainRate],
+        ['S16', 'engine (16 in flight), keyed drain', drainRate],
+        ['S', 'engine (64 in flight), keyed drain', drainRate],
+        ['Sp16', 'push (16 in flight), keyed drain', drainRate],
+        ['Sp', 'push (64 in flight), keyed drain', drainRate],
       ]),
       '',
     );

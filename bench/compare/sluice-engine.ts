@@ -20,14 +20,16 @@ const RUN_BUDGET_MS = 30_000;
 const GIVE_UP_MS = 600_000;
 const OK: PushResult = { kind: 'response', status: 200, headers: {}, body: '', durationMs: 0 };
 
-export function sluiceEngine(secrets: SluiceSecrets): Contender {
+/** `inFlight`: pushes in flight (SLUICE_DISPATCH_PARALLELISM); the peers' 16, or Sluice's Node default. */
+export function sluiceEngine(secrets: SluiceSecrets, inFlight: number = IN_FLIGHT): Contender {
+  const suffix = inFlight === IN_FLIGHT ? '16' : '';
   return {
-    id: 'S',
-    label: 'Sluice engine (in-process)',
-    config: `dispatchRun with a no-op push, SLUICE_DISPATCH_PARALLELISM ${IN_FLIGHT}, claim batch default (32), pool ${POOL_SIZE}; keyed: concurrency_limit 1 per task; enqueue with taskInsertMany, 500 a call`,
+    id: `S${suffix}`,
+    label: `Sluice engine (in-process, ${inFlight} in flight)`,
+    config: `dispatchRun with a no-op push, SLUICE_DISPATCH_PARALLELISM ${inFlight}, claim batch default (100), pool ${POOL_SIZE}; keyed: concurrency_limit 1 per task; enqueue with taskInsertMany, 500 a call`,
     sluice: true,
     async open(db, { keyed, finished }) {
-      const env = { ...secrets.env(db.url), SLUICE_DISPATCH_PARALLELISM: String(IN_FLIGHT) };
+      const env = { ...secrets.env(db.url), SLUICE_DISPATCH_PARALLELISM: String(inFlight) };
       const config = loadConfig(env);
       const keyring = await loadKeyring(config.signingKeys);
       await migrateDatabase(db.url);

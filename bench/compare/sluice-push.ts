@@ -38,11 +38,12 @@ export async function startEndpoint(): Promise<Endpoint> {
 
 const GIVE_UP_MS = 600_000;
 
-export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint): Contender {
+/** `inFlight`: pushes in flight; `null` = Sluice's Node default (SLUICE_DISPATCH_PARALLELISM unset). */
+export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight: number | null = IN_FLIGHT): Contender {
   return {
-    id: 'Sp',
-    label: 'Sluice push (npm run serve, HTTP)',
-    config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${IN_FLIGHT}, claim batch default (32), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, queue paused, resume starts the clock`,
+    id: inFlight === null ? 'Sp' : `Sp${inFlight}`,
+    label: `Sluice push (npm run serve, HTTP, ${inFlight ?? 'default 64'} in flight)`,
+    config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${inFlight ?? 'unset (Node default 64)'}, claim batch default (100), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, queue paused, resume starts the clock`,
     sluice: true,
     async open(db, { keyed, finished }) {
       await migrateDatabase(db.url);
@@ -51,7 +52,7 @@ export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint): Contende
       const server: ChildProcess = await spawnReady(
         `${BIN}/node`,
         ['src/node/serve.ts'],
-        { ...secrets.env(db.url), SLUICE_DISPATCH_PARALLELISM: String(IN_FLIGHT), PORT: String(port) },
+        { ...secrets.env(db.url), ...(inFlight === null ? {} : { SLUICE_DISPATCH_PARALLELISM: String(inFlight) }), PORT: String(port) },
         'sluice: listening on',
       );
       const base = `http://127.0.0.1:${port}`;

@@ -30,7 +30,7 @@ export interface NodeSluice {
  * connections per invocation (Workers allow 6), and a push in flight costs a socket, not a
  * thread: more places mean claim passes and settles of many tasks each.
  */
-const NODE_PARALLELISM = 64;
+export const NODE_PARALLELISM = 64;
 
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
