@@ -13,10 +13,11 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- before it waited for the lock, and a task enqueued meanwhile is due although its run_at is
 -- later than that start (promotion would not find it: it was due when it was enqueued).
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
+-- Its plans, as the claim's, are generic: made once per session, never again for each call's
+-- values (a custom plan cost more to make than to run).
 create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null) returns void
-language plpgsql as $$
+language plpgsql set plan_cache_mode = force_generic_plan as $$
 begin
-  -- PL/pgSQL, not SQL: its statement's plan is kept for the session, not made on every call.
   with locked as (
     select id from sluice.keys where id = any(p_ids) order by queue, lane for update skip locked
   )
@@ -69,7 +70,7 @@ end $$;
 --    hint was too good yielded nothing; if that left room, the pass runs again (4 rounds at most).
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null)
 returns setof sluice.tasks
-language plpgsql volatile as $$
+language plpgsql volatile set plan_cache_mode = force_generic_plan as $$
 declare
   v_ids bigint[];
   v_examined bigint[];
