@@ -16,7 +16,7 @@ export interface Keyring {
   /** Finds the public key for a token's `kid`, for Sluice's own verifications. */
   verifier: JWTVerifyGetKey;
   /** Per `kid`, the MAC key of lease tokens (security/lease-token.ts). */
-  leaseKeys: ReadonlyMap<string, CryptoKey>;
+  leaseKeys: ReadonlyMap<string, Uint8Array>;
 }
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;

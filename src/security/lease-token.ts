@@ -4,11 +4,17 @@
  * compare-and-set on the lease id decides whether the lease is still held.
  *
  * Only Sluice issues and checks them, so they carry a MAC, not a signature: HMAC-SHA-256 under a
- * key derived (HKDF) from a signing key, whose `kid` the token names. Rotating the signing keys
+ * key derived (HKDF) from a signing key, whose `kid` the token names; computed in JavaScript
+ * (@noble/hashes), at once, as a few microseconds of work is cheaper than a WebCrypto call's
+ * hand-off to a thread and back. Rotating the signing keys
  * keeps issued tokens valid while the old key is still listed. Form:
  * `base64url(JSON {kid, iss, sub: task id, jti: lease id, exp}) "." base64url(MAC of the first part)`.
  */
-import { base64url, fromBase64, utf8 } from '../sdk/protocol/encoding.ts';
+
+import { hkdf } from '@noble/hashes/hkdf.js';
+import { hmac } from '@noble/hashes/hmac.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { base64url, fromBase64, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
 import type { Keyring } from './keyring.ts';
 
 export interface LeaseTokenClaims {
@@ -25,23 +31,15 @@ interface Payload {
 }
 
 /** The MAC key for lease tokens, derived from a signing key's private part (`d` of its JWK). */
-export async function deriveLeaseKey(privateD: string): Promise<CryptoKey> {
-  const secret = await crypto.subtle.importKey('raw', fromBase64(privateD), 'HKDF', false, ['deriveKey']);
-  return crypto.subtle.deriveKey(
-    { name: 'HKDF', hash: 'SHA-256', salt: utf8('sluice'), info: utf8('sluice lease token v1') },
-    secret,
-    { name: 'HMAC', hash: 'SHA-256', length: 256 },
-    false,
-    ['sign', 'verify'],
-  );
+export function deriveLeaseKey(privateD: string): Uint8Array {
+  return hkdf(sha256, fromBase64(privateD), utf8('sluice'), utf8('sluice lease token v1'), 32);
 }
 
 export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims, expiresAtMs: number, issuer: string): Promise<string> {
   const { kid } = keyring.active;
   const payload: Payload = { kid, iss: issuer, sub: claims.taskId, jti: claims.leaseId, exp: Math.ceil(expiresAtMs / 1000) };
   const body = base64url(utf8(JSON.stringify(payload)));
-  const mac = await crypto.subtle.sign('HMAC', keyring.leaseKeys.get(kid) as CryptoKey, utf8(body));
-  return `${body}.${base64url(new Uint8Array(mac))}`;
+  return `${body}.${base64url(hmac(sha256, keyring.leaseKeys.get(kid) as Uint8Array, utf8(body)))}`;
 }
 
 /** The lease a token names, or `null` when it is not a valid, unexpired lease token of ours. */
@@ -51,7 +49,7 @@ export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: 
   try {
     const payload = JSON.parse(new TextDecoder().decode(fromBase64(body))) as Partial<Payload>;
     const key = typeof payload.kid === 'string' ? keyring.leaseKeys.get(payload.kid) : undefined;
-    if (!key || !(await crypto.subtle.verify('HMAC', key, fromBase64(mac), utf8(body)))) return null;
+    if (!key || !timingSafeEqual(hmac(sha256, key, utf8(body)), fromBase64(mac))) return null;
     if (payload.iss !== issuer || typeof payload.sub !== 'string' || typeof payload.jti !== 'string') return null;
     if (typeof payload.exp !== 'number' || payload.exp * 1000 <= nowMs) return null;
     return { taskId: payload.sub, leaseId: payload.jti };
