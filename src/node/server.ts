@@ -15,6 +15,7 @@ import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
 import { pinnedFetch } from './pinned-fetch.ts';
+import { withSyncSigning } from './sync-signing.ts';
 import { startWakeChannel } from './wake-channel.ts';
 
 export interface NodeSluice {
@@ -49,7 +50,7 @@ export async function startNodeSluice(options: {
   const config = loadConfig({ SLUICE_DISPATCH_PARALLELISM: String(NODE_PARALLELISM), ...options.env });
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20);
   const shared: OpenDb = { ...db, close: async () => {} };
-  const keyring = await loadKeyring(config.signingKeys);
+  const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
   const push = pinnedFetch({ allowPrivate: config.allowPrivateTargets });
   const loop =

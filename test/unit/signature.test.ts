@@ -1,5 +1,6 @@
 import { createLocalJWKSet } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { withSyncSigning } from '../../src/node/sync-signing.ts';
 import { utf8 } from '../../src/sdk/protocol/encoding.ts';
 import { type SignatureCheck, SignatureError, type SignPushInput, signPush, verifyPush } from '../../src/sdk/protocol/signature.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
@@ -60,6 +61,25 @@ describe('push signatures', () => {
     await expect(
       verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }),
     ).resolves.toBeTruthy();
+  });
+
+  it('are the same signatures when node:crypto makes them synchronously (EdDSA and ES256)', async () => {
+    const synced = withSyncSigning(both);
+    for (const key of synced.all) {
+      expect(key.signSync).toBeTypeOf('function');
+      const token = await signPush(input({ key }));
+      await expect(
+        verifyPush({ token, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW }),
+      ).resolves.toMatchObject({ sub: '42' });
+      // Same header and claims as WebCrypto's (signatures differ only for ES256, which is randomized).
+      const plain = await signPush(input({ key: both.all.find((k) => k.kid === key.kid)! }));
+      expect(token.split('.').slice(0, 2)).toEqual(plain.split('.').slice(0, 2));
+      if (key.alg === 'EdDSA') expect(token).toBe(plain);
+    }
+    const forged = await signPush(input({ key: { ...both.active, signSync: () => new Uint8Array(64) } }));
+    expect(
+      await rejection(verifyPush({ token: forged, keys: createLocalJWKSet(both.jwks), url: URL_, body: input().body, nowMs: NOW })),
+    ).toBe('signature');
   });
 
   it('reject a changed body', async () => {

@@ -5,8 +5,8 @@
  * Claims: iss, sub = task id, aud = target URL, iat, exp (≤ 5 min after iat),
  * jti = lease id, body = base64url(SHA-256(exact body bytes)).
  */
-import { type CryptoKey, errors, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
-import { sha256Base64url } from './encoding.ts';
+import { type CryptoKey, errors, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { base64url, sha256Base64url, utf8 } from './encoding.ts';
 
 export const SIGNATURE_ALGORITHMS = ['EdDSA', 'ES256'] as const;
 export type SignatureAlgorithm = (typeof SIGNATURE_ALGORITHMS)[number];
@@ -32,7 +32,18 @@ export interface SigningKey {
   kid: string;
   alg: SignatureAlgorithm;
   key: CryptoKey;
+  /**
+   * The same key's signature made synchronously, where the runtime offers it (Node:
+   * src/node/sync-signing.ts); else WebCrypto signs, at the cost of a hand-off to a thread and back.
+   */
+  signSync?: (data: Uint8Array) => Uint8Array;
 }
+
+const WEBCRYPTO_PARAMS: Record<SignatureAlgorithm, AlgorithmIdentifier | EcdsaParams> = {
+  EdDSA: 'Ed25519',
+  // WebCrypto's ECDSA signature is r ‖ s, as JWS wants it.
+  ES256: { name: 'ECDSA', hash: 'SHA-256' },
+};
 
 export interface SignPushInput {
   key: SigningKey;
@@ -45,18 +56,25 @@ export interface SignPushInput {
   ttlSeconds?: number;
 }
 
+/** A compact JWS (RFC 7515) over the push's claims, verifiable by any JWT library. */
 export async function signPush(input: SignPushInput): Promise<string> {
   const iat = Math.floor(input.nowMs / 1000);
   const ttl = Math.min(input.ttlSeconds ?? MAX_SIGNATURE_TTL_SECONDS, MAX_SIGNATURE_TTL_SECONDS);
-  return new SignJWT({ body: await sha256Base64url(input.body) })
-    .setProtectedHeader({ alg: input.key.alg, kid: input.key.kid, typ: 'JWT' })
-    .setIssuer(input.issuer)
-    .setSubject(input.taskId)
-    .setAudience(input.url)
-    .setIssuedAt(iat)
-    .setExpirationTime(iat + ttl)
-    .setJti(input.leaseId)
-    .sign(input.key.key);
+  const { key } = input;
+  const header = { alg: key.alg, kid: key.kid, typ: 'JWT' };
+  const claims: PushClaims = {
+    body: await sha256Base64url(input.body),
+    iss: input.issuer,
+    sub: input.taskId,
+    aud: input.url,
+    iat,
+    exp: iat + ttl,
+    jti: input.leaseId,
+  };
+  const signingInput = `${base64url(utf8(JSON.stringify(header)))}.${base64url(utf8(JSON.stringify(claims)))}`;
+  const data = utf8(signingInput);
+  const signature = key.signSync ? key.signSync(data) : new Uint8Array(await crypto.subtle.sign(WEBCRYPTO_PARAMS[key.alg], key.key, data));
+  return `${signingInput}.${base64url(signature)}`;
 }
 
 /** Which check a push failed. */
