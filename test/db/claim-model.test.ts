@@ -72,8 +72,6 @@ async function load(state: ModelState): Promise<ModelState> {
   };
 }
 
-const stats = { runs: 0, claimed: 0, limited: 0 };
-
 describe('sluice.claim', () => {
   it('claims exactly the tasks the model claims', async () => {
     await fc.assert(
@@ -81,15 +79,25 @@ describe('sluice.claim', () => {
         const loaded = await load(state);
         const claimed = await taskClaimBatch(t.db, { max, clusterCap: state.clusterCap, queuesJson: JSON.stringify(state.env) });
         const expected = planClaim({ ...loaded, now: Date.now() }, max);
-        stats.runs++;
-        stats.claimed += claimed.length;
-        if (claimed.length < loaded.tasks.filter((m) => m.status === 'pending' && m.runAt <= loaded.now).length) stats.limited++;
         expect(claimed.map((c) => Number(c.id)).sort((a, b) => a - b)).toEqual([...expected].sort((a, b) => a - b));
       }),
       { numRuns: 60 },
     );
-    // The scenarios did exercise the limits: claims happened, and some were held back.
-    expect(stats.claimed).toBeGreaterThan(stats.runs / 2);
-    expect(stats.limited).toBeGreaterThan(stats.runs / 4);
+  });
+
+  it('is checked on scenarios that exercise the limits: claims happen, and some are held back', () => {
+    // Postgres claims what the model claims (above), so the scenarios' coverage is the model's,
+    // counted on a fixed sample: on 60 random runs the total claimed falls under 30 one time in
+    // twenty (measured over 300 seeds), which made a check of the runs themselves flaky.
+    const sample = fc.sample(scenario, { seed: 20_261_123, numRuns: 200 });
+    let claimed = 0;
+    let limited = 0;
+    for (const { state, max } of sample) {
+      const planned = planClaim({ ...state, now: NOW }, max).length;
+      claimed += planned;
+      if (planned < state.tasks.filter((m) => m.status === 'pending' && m.runAt <= NOW).length) limited++;
+    }
+    expect(claimed).toBeGreaterThan(sample.length / 2);
+    expect(limited).toBeGreaterThan(sample.length / 4);
   });
 });
