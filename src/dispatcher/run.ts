@@ -14,6 +14,7 @@ import { nextDueInMs } from '../db/due.ts';
 import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
 import type { Keyring } from '../security/keyring.ts';
+import { nextTurn } from './next-turn.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
@@ -265,6 +266,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         await new Promise<void>((resolve) => {
           onFreed = resolve;
         });
+        // Pushes answered in the same turn free their places together: one pass for them all.
+        if (inFlight.size > 0) await nextTurn();
       }
     }
   } finally {

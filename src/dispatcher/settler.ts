@@ -5,6 +5,7 @@
  */
 import type { Db } from '../db/db.ts';
 import { type LeaseSettlement, leaseSettleMany } from '../db/settle.ts';
+import { nextTurn } from './next-turn.ts';
 import { withDbRetry } from './retry-db.ts';
 
 interface Waiting {
@@ -57,10 +58,4 @@ export class Settler {
     }
     this.#writing = null;
   }
-}
-
-/** Resolves after the current turn of the event loop, without a timer's delay where the runtime can. */
-function nextTurn(): Promise<void> {
-  const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
-  return new Promise((resolve) => (immediate ? immediate(resolve) : setTimeout(resolve, 0)));
 }
