@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { base64url, sha256Base64url } from '../../src/sdk/protocol/encoding.ts';
+import { base64, base64url, fromBase64, sha256Base64url } from '../../src/sdk/protocol/encoding.ts';
 
 const webCryptoHash = async (bytes: Uint8Array<ArrayBuffer>) => base64url(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)));
 
@@ -19,6 +19,24 @@ describe('sha256Base64url', () => {
         expect(await sha256Base64url(bytes)).toBe(await webCryptoHash(bytes));
       }),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('base64 and base64url', () => {
+  it('match the platform encoder for any bytes, and fromBase64 reads both back', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 20_000 }), (array) => {
+        const bytes = new Uint8Array(array);
+        let binary = '';
+        for (const b of bytes) binary += String.fromCharCode(b);
+        const padded = btoa(binary);
+        expect(base64(bytes)).toBe(padded);
+        expect(base64url(bytes)).toBe(padded.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''));
+        expect(fromBase64(base64url(bytes))).toEqual(bytes);
+        expect(fromBase64(base64(bytes))).toEqual(bytes);
+      }),
+      { numRuns: 300 },
     );
   });
 });

@@ -7,16 +7,42 @@ export function utf8(text: string): Uint8Array<ArrayBuffer> {
   return encoder.encode(text);
 }
 
+const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** RFC 4648 §5, unpadded (JWS's form). Several per push: written out, not through btoa and regexes. */
 export function base64url(bytes: Uint8Array): string {
-  return base64(bytes).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return encode(bytes, BASE64URL, false);
 }
 
+/** RFC 4648 §4, padded. */
 export function base64(bytes: Uint8Array): string {
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return encode(bytes, BASE64, true);
+}
+
+function encode(bytes: Uint8Array, alphabet: string, pad: boolean): string {
+  const parts: string[] = [];
+  let chunk = '';
+  let i = 0;
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    chunk += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]! + alphabet[(n >> 6) & 63]! + alphabet[n & 63]!;
+    // Long inputs are joined once at the end rather than copied over and over.
+    if (chunk.length >= 8_192) {
+      parts.push(chunk);
+      chunk = '';
+    }
   }
-  return btoa(binary);
+  const rest = bytes.length - i;
+  if (rest === 1) {
+    const n = bytes[i]! << 16;
+    chunk += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]! + (pad ? '==' : '');
+  } else if (rest === 2) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
+    chunk += alphabet[n >> 18]! + alphabet[(n >> 12) & 63]! + alphabet[(n >> 6) & 63]! + (pad ? '=' : '');
+  }
+  parts.push(chunk);
+  return parts.join('');
 }
 
 export function fromBase64(text: string): Uint8Array<ArrayBuffer> {
