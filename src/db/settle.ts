@@ -6,6 +6,7 @@
 import type { Settlement } from '../core/outcome.ts';
 import type { TaskStatus } from '../core/types.ts';
 import type { Queryable } from './db.ts';
+import { lowerHintsCte } from './lanes.ts';
 
 export interface LeaseSettlement {
   taskId: string;
@@ -34,7 +35,8 @@ with input as (
 settled as (
   update sluice.tasks t
   set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
-      -- Never due before now: the next claim pass then promotes it (migrations/0006).
+      -- Never due before now: due at once, its lane's hint is lowered below (db/lanes.ts);
+      -- due later, the claim pass that finds it due promotes it.
       run_at = case when s.status = 'pending' then greatest(s.run_at, now()) else t.run_at end,
       attempts = t.attempts + s.attempts_delta,
       deferrals = t.deferrals + s.deferrals_delta,
@@ -52,7 +54,7 @@ settled as (
     and case s.require when 'unexpired' then t.lease_expires_at > now()
                        when 'expired' then t.lease_expires_at <= now()
                        else true end
-  returning t.id, t.status, t.last_lease_id
+  returning t.id, t.status, t.last_lease_id, t.queue, t.lane, t.priority, t.run_at
 ),
 history as (
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
@@ -63,7 +65,7 @@ history as (
          s.error
   from settled st join input s on s.id = st.id and s.lease_id = st.last_lease_id
   on conflict (task_id, lease_id) do nothing
-)
+),${lowerHintsCte('settled')}
 select id::text as id, status from settled`;
 
 /** What became of the attempt, for its history row. */

@@ -2,6 +2,7 @@
 import { ConflictError, NotFoundError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
+import { lowerHintsCte } from './lanes.ts';
 import { type TaskRow, toBackoffJson, toTask } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
@@ -191,10 +192,13 @@ export async function taskRedrive(db: Queryable, id: string): Promise<Task> {
   let rows: TaskRow[];
   try {
     rows = await db.query<TaskRow>(
-      `update sluice.tasks
-       set status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()
-       where id = $1 and status = 'dead'
-       returning *`,
+      `with redriven as (
+         update sluice.tasks
+         set status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()
+         where id = $1 and status = 'dead'
+         returning *
+       ),${lowerHintsCte('redriven')}
+       select * from redriven`,
       [id],
     );
   } catch (error) {

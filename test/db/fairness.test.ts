@@ -4,7 +4,8 @@ import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import type { Db } from '../../src/db/db.ts';
 import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePatch } from '../../src/db/queues.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { leaseSettleMany } from '../../src/db/settle.ts';
+import { taskInsertMany, taskRedrive } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
@@ -179,6 +180,54 @@ describe('lane hints never hide work', () => {
     ]);
     await new Promise((r) => setTimeout(r, 20));
     expect((await claim(1)).map((x) => x.body)).toEqual(['"live"']);
+  });
+
+  it('a retry or redrive whose statement commits late is claimed, however late', async () => {
+    const [retried, redriven] = await taskInsertMany(t.db, [
+      newTask({ queue: 'wide', concurrencyKey: 'retried' }),
+      newTask({ queue: 'wide', concurrencyKey: 'redriven' }),
+    ]);
+    const leased = await claim(10);
+    expect(leased.map((x) => x.id).sort()).toEqual([retried!.task.id, redriven!.task.id].sort());
+    const [retry] = leased.filter((x) => x.id === retried!.task.id);
+    await t.db.query(
+      `update sluice.tasks set status = 'dead', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now() where id = $1`,
+      [redriven!.task.id],
+    );
+    // Both writes are made in a transaction that stays open while claim passes run, the last
+    // of them far past the promotion window's margin (moved clock): then both commit.
+    const late = await t.db.transaction(async (tx) => {
+      const settled = await leaseSettleMany(tx, [
+        {
+          taskId: retry!.id,
+          leaseId: retry!.lease.id,
+          leasedAt: retry!.lease.leasedAt,
+          attempt: retry!.attempts,
+          durationMs: 1,
+          settlement: {
+            status: 'pending',
+            reason: 'retry',
+            runAt: new Date(0),
+            attemptsDelta: 0,
+            deferralsDelta: 0,
+            error: 'x',
+            httpStatus: 500,
+          },
+        },
+      ]);
+      await taskRedrive(tx, redriven!.task.id);
+      const during = await taskClaimBatch(t.db, {
+        max: 10,
+        clusterCap: null,
+        queuesJson: '{}',
+        now: new Date(Date.now() + 60_000),
+      });
+      return { settled, during };
+    });
+    expect(late.settled.get(retry!.id)).toBe('pending');
+    expect(late.during).toEqual([]);
+    const after = await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(Date.now() + 3_600_000) });
+    expect(after.map((x) => x.id).sort()).toEqual([retried!.task.id, redriven!.task.id].sort());
   });
 
   it('an enqueue transaction left open on a lane does not stall claims', async () => {
