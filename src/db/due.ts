@@ -1,8 +1,9 @@
 /**
  * When the next thing comes due (DESIGN.md §6): the earliest `run_at` of a pending task
- * (delayed, retried, deferred) not yet seen by a claim pass, and the earliest lease expiry. Two index probes
- * (`tasks_delayed`, `tasks_leased`), measured on the database's clock so that a dispatcher
- * whose clock differs still wakes on time.
+ * (delayed, retried, deferred) not yet seen by a claim pass, and the earliest lease expiry: an
+ * index probe (`tasks_delayed`) and a scan of the leased rows' index (`tasks_lane_leased`;
+ * leased rows are bounded by the limits), measured on the database's clock so that a
+ * dispatcher whose clock differs still wakes on time.
  */
 import type { Queryable } from './db.ts';
 

@@ -1,9 +1,8 @@
 /**
  * Retention: deleting finished tasks (and, by cascade, their attempts) once they are older
- * than the retention window. In small batches, in id order (the oldest tasks first: a walk up
- * the primary key, whose first rows are nearly all ones to delete; no index of finish times
- * costs every settle an entry), skipping rows another sweeper holds, so that sweeps by several
- * dispatchers neither wait nor collide.
+ * than the retention window. In small batches, oldest first (by an index of finish times),
+ * skipping rows another sweeper holds, so that sweeps by several dispatchers neither wait nor
+ * collide.
  */
 import type { Queryable } from './db.ts';
 
@@ -11,7 +10,7 @@ const SWEEP = `
 with doomed as (
   select id from sluice.tasks
   where finished_at is not null and finished_at < now() - make_interval(secs => $1 / 1000.0)
-  order by id
+  order by finished_at
   limit $2
   for update skip locked
 ),
