@@ -14,6 +14,7 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
+import { jwtVerify } from 'jose';
 import { base64url, fromBase64, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
 import type { Keyring } from './keyring.ts';
 
@@ -45,6 +46,7 @@ export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims,
 /** The lease a token names, or `null` when it is not a valid, unexpired lease token of ours. */
 export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
   const [body, mac, ...rest] = token.split('.');
+  if (rest.length === 1) return verifyJwsLeaseToken(keyring, token, issuer, nowMs);
   if (!body || !mac || rest.length > 0) return null;
   try {
     const payload = JSON.parse(new TextDecoder().decode(fromBase64(body))) as Partial<Payload>;
@@ -55,6 +57,27 @@ export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: 
     return { taskId: payload.sub, leaseId: payload.jti };
   } catch {
     // Not base64url, not JSON: not a token of ours.
+    return null;
+  }
+}
+
+/**
+ * Lease tokens issued before they carried a MAC: a JWS signed with the signing key. Leases
+ * taken before an upgrade may be held for up to `SLUICE_MAX_LEASE_MS` after it, and their
+ * handlers still heartbeat and end them with these. Remove once no such lease can be live.
+ */
+async function verifyJwsLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
+  try {
+    const { payload } = await jwtVerify(token, keyring.verifier, {
+      algorithms: keyring.all.map((k) => k.alg),
+      audience: 'sluice:lease',
+      issuer,
+      currentDate: new Date(nowMs),
+      typ: 'sluice-lease+jwt',
+      requiredClaims: ['sub', 'jti', 'exp'],
+    });
+    return { taskId: payload.sub as string, leaseId: payload.jti as string };
+  } catch {
     return null;
   }
 }

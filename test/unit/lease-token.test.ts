@@ -1,3 +1,4 @@
+import { SignJWT } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { base64url, fromBase64, utf8 } from '../../src/sdk/protocol/encoding.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
@@ -41,6 +42,23 @@ describe('lease tokens', () => {
     expect(await verifyLeaseToken(current, await sign(current, NOW), 'sluice', NOW)).toBeNull();
     expect(await verifyLeaseToken(current, await sign(current), 'other', NOW)).toBeNull();
     expect(await verifyLeaseToken(stranger, await sign(current), 'sluice', NOW)).toBeNull();
+  });
+
+  it('issued before the MAC (a JWS signed with the signing key) still verify, and only when valid', async () => {
+    const legacy = (ring: Keyring, overrides: { exp?: number; aud?: string } = {}) =>
+      new SignJWT({})
+        .setProtectedHeader({ alg: ring.active.alg, kid: ring.active.kid, typ: 'sluice-lease+jwt' })
+        .setIssuer('sluice')
+        .setAudience(overrides.aud ?? 'sluice:lease')
+        .setSubject(LEASE.taskId)
+        .setJti(LEASE.leaseId)
+        .setIssuedAt(NOW / 1000)
+        .setExpirationTime(overrides.exp ?? NOW / 1000 + 60)
+        .sign(ring.active.key);
+    expect(await verifyLeaseToken(current, await legacy(current), 'sluice', NOW)).toEqual(LEASE);
+    expect(await verifyLeaseToken(current, await legacy(current, { exp: NOW / 1000 }), 'sluice', NOW)).toBeNull();
+    expect(await verifyLeaseToken(current, await legacy(current, { aud: 'https://example.com' }), 'sluice', NOW)).toBeNull();
+    expect(await verifyLeaseToken(current, await legacy(stranger), 'sluice', NOW)).toBeNull();
   });
 
   it('are refused when any part is changed', async () => {
