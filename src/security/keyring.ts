@@ -33,6 +33,8 @@ export function signingKeyProblems(jwks: unknown): string[] {
     else kids.add(k.kid);
     if (!SIGNATURE_ALGORITHMS.includes(k?.alg as SignatureAlgorithm))
       problems.push(`keys[${i}].alg must be one of ${SIGNATURE_ALGORITHMS.join(', ')}`);
+    else if (k.crv !== (k.alg === 'EdDSA' ? 'Ed25519' : 'P-256'))
+      problems.push(`keys[${i}].crv must be ${k.alg === 'EdDSA' ? 'Ed25519' : 'P-256'} for ${k.alg}`);
     if (typeof k?.d !== 'string') problems.push(`keys[${i}] is not a private key (no "d")`);
   });
   return problems;

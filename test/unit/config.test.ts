@@ -75,6 +75,12 @@ describe('loadConfig', () => {
     expect(queueDefaults(config, 'other')).toMatchObject({ url: null, maxAttempts: 5, leaseMs: 60_000 });
   });
 
+  it("refuses a signing key whose curve is not its algorithm's (Ed448 under EdDSA)", () => {
+    const [key] = JSON.parse(base.SLUICE_SIGNING_KEYS as string).keys;
+    const found = problems({ ...base, SLUICE_SIGNING_KEYS: JSON.stringify({ keys: [{ ...key, crv: 'Ed448' }] }) });
+    expect(found).toEqual([expect.stringMatching(/^SLUICE_SIGNING_KEYS: .*keys\[0\]\.crv must be Ed25519 for EdDSA/)]);
+  });
+
   it('does not echo a secret that fails to parse', () => {
     const found = problems({ ...base, SLUICE_API_KEYS: '{"sha256": secret-value' });
     expect(found.join(' ')).not.toContain('secret-value');
