@@ -5,7 +5,25 @@
 import { z } from 'zod';
 import { batchSchema, enqueueSchema, keyLimitSchema, listQuerySchema, overridePatchSchema } from './schemas.ts';
 
-const json = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' });
+/**
+ * A request's JSON Schema. A default is said in the field's description rather than as
+ * `default`: generated clients (openapi-typescript) make a field with a default required,
+ * where a request may leave it out.
+ */
+const json = (schema: z.ZodType) =>
+  withoutDefaults(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }));
+
+function withoutDefaults<T>(node: T): T {
+  if (Array.isArray(node)) return node.map(withoutDefaults) as T;
+  if (node === null || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(node)) if (name !== 'default') out[name] = withoutDefaults(value);
+  if ('default' in node) {
+    const said = `Default: ${JSON.stringify((node as { default: unknown }).default)}.`;
+    out.description = typeof out.description === 'string' ? `${out.description} ${said}` : said;
+  }
+  return out as T;
+}
 
 const problem = {
   type: 'object',
@@ -46,6 +64,69 @@ const attempt = {
     error: nullable(str),
   },
   required: ['attempt', 'lease_id', 'started_at', 'ended_at', 'outcome', 'http_status', 'duration_ms', 'error'],
+};
+
+/** Where a setting's value comes from (src/core/limits.ts `Source`). */
+const sourced = (value: object) => ({
+  type: 'object',
+  properties: { value, source: { type: 'string', enum: ['override', 'env', 'task', 'default'] } },
+  required: ['value', 'source'],
+});
+
+/** A queue as src/api/routes/queues.ts `queueView` answers it. */
+const queue = {
+  type: 'object',
+  description: 'A queue: each limit with its value and where it comes from, its defaults, and counts.',
+  properties: {
+    name: str,
+    concurrency: sourced(nullable(int)),
+    key_concurrency: sourced(nullable(int)),
+    priority: sourced(int),
+    paused: sourced({ type: 'boolean' }),
+    key_from: nullable(str),
+    url: nullable(str),
+    max_attempts: int,
+    lease_ms: int,
+    timeout_ms: int,
+    counts: { type: 'object', properties: { pending: int, leased: int, dead: int }, required: ['pending', 'leased', 'dead'] },
+  },
+  required: [
+    'name',
+    'concurrency',
+    'key_concurrency',
+    'priority',
+    'paused',
+    'key_from',
+    'url',
+    'max_attempts',
+    'lease_ms',
+    'timeout_ms',
+    'counts',
+  ],
+};
+
+const slot = {
+  type: 'object',
+  properties: { task_id: str, lease_id: str, leased_at: time, expires_at: time },
+  required: ['task_id', 'lease_id', 'leased_at', 'expires_at'],
+};
+const level = (extra: Record<string, object> = {}) => ({
+  type: 'object',
+  properties: { limit: nullable(int), source: str, active: int, ...extra },
+  required: ['limit', 'source', 'active', ...Object.keys(extra)],
+});
+
+/** Who holds a queue's slots, per level and key (src/api/routes/queues.ts, `/concurrency`). */
+const queueConcurrency = {
+  type: 'object',
+  properties: {
+    queue: str,
+    cluster: level(),
+    queue_level: level({ paused: { type: 'boolean' } }),
+    keys: { type: 'array', items: level({ key: str, slots: { type: 'array', items: slot } }) },
+    keyless: { type: 'object', properties: { active: int, slots: { type: 'array', items: slot } }, required: ['active', 'slots'] },
+  },
+  required: ['queue', 'cluster', 'queue_level', 'keys', 'keyless'],
 };
 
 /** Fields every task view carries (src/api/views.ts `taskView`). */
@@ -127,6 +208,8 @@ type Op = {
   summary: string;
   scope: string;
   body?: object;
+  /** The body may be left out (lease calls: every field has a default). */
+  bodyOptional?: boolean;
   query?: z.ZodObject;
   /** The success answer's schema; null = no body. */
   ok?: object | null;
@@ -135,7 +218,7 @@ type Op = {
   also?: Record<string, object | null>;
 };
 
-function operation({ id, summary, scope, body, query, ok, okStatus = '200', also = {} }: Op) {
+function operation({ id, summary, scope, body, bodyOptional = false, query, ok, okStatus = '200', also = {} }: Op) {
   const answer = (schema: object | null) => ({ description: 'OK', ...(schema ? { content: { 'application/json': { schema } } } : {}) });
   return {
     operationId: id,
@@ -152,7 +235,7 @@ function operation({ id, summary, scope, body, query, ok, okStatus = '200', also
           })),
         }
       : {}),
-    ...(body ? { requestBody: { required: true, content: { 'application/json': { schema: body } } } } : {}),
+    ...(body ? { requestBody: { required: !bodyOptional, content: { 'application/json': { schema: body } } } } : {}),
     responses: {
       [okStatus]: answer(ok === undefined ? { type: 'object' } : ok),
       ...Object.fromEntries(Object.entries(also).map(([status, schema]) => [status, answer(schema)])),
@@ -180,9 +263,9 @@ const idParam = (name: string) => ({ name, in: 'path', required: true, schema: {
 export function openApiDocument(): object {
   const leaseCall = (id: string, summary: string, body: object, ok: object) => ({
     parameters: [idParam('lease_id')],
-    post: operation({ id, summary, scope: 'lease token', body, ok }),
+    post: operation({ id, summary, scope: 'lease token', body, bodyOptional: true, ok }),
   });
-  const queueView = { type: 'object', description: 'A queue: each setting with its value and source, and counts.' };
+  const queueView = ref('Queue');
   return {
     openapi: '3.1.0',
     info: {
@@ -200,6 +283,8 @@ export function openApiDocument(): object {
         TaskState: taskState,
         Problem: problem,
         QueueOverride: json(overridePatchSchema),
+        Queue: queue,
+        QueueConcurrency: queueConcurrency,
       },
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_sluice_…).' },
@@ -319,10 +404,7 @@ export function openApiDocument(): object {
           id: 'getQueueConcurrency',
           summary: 'Limit, active and slot holders per level and key',
           scope: 'tasks:read',
-          ok: {
-            type: 'object',
-            properties: { queue: str, cluster: { type: 'object' }, queue_level: { type: 'object' }, keys: { type: 'array' } },
-          },
+          ok: ref('QueueConcurrency'),
         }),
       },
       '/v1/queues/{queue}/keys/{key}': {
