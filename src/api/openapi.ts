@@ -462,7 +462,11 @@ export function openApiDocument(): object {
         { type: 'object', properties: { status: str }, required: ['status'] },
         { '503': { description: 'The database does not answer', content: { 'application/json': { schema: { type: 'object' } } } } },
       ),
-      '/openapi.json': open('getOpenApi', 'This document', 'application/json', { type: 'object' }),
+      '/openapi.json': open('getOpenApi', 'This document', 'application/json', {
+        type: 'object',
+        properties: { openapi: str, info: { type: 'object' }, paths: { type: 'object' } },
+        required: ['openapi', 'info', 'paths'],
+      }),
       '/docs': open('getDocs', 'A page that renders this document', 'text/html', { type: 'string' }),
     },
   };
