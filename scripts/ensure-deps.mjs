@@ -16,3 +16,9 @@ if (mtime('node_modules/.package-lock.json') < mtime('package-lock.json')) {
   console.log('sluice: installing dependencies (npm install) …');
   execSync('npm install --no-audit --no-fund', { stdio: 'inherit' });
 }
+
+// The generated-client test's own package (test/client: openapi-typescript needs TypeScript 5).
+if (mtime('test/client/node_modules/.package-lock.json') < mtime('test/client/package-lock.json')) {
+  console.log('sluice: installing the dependencies of test/client (the generated-client test) …');
+  execSync('npm --prefix test/client ci --no-audit --no-fund', { stdio: 'inherit' });
+}

@@ -1,0 +1,130 @@
+/**
+ * A client a user would write: generated from /openapi.json by openapi-typescript, called
+ * through openapi-fetch, using every operation and reading typed fields of every answer. The
+ * test (test/worker/generated-client.test.ts) compiles it with no type error allowed, then runs
+ * it. Its types are generated at test time, so Sluice's own typecheck leaves this folder out.
+ */
+import createClient from 'openapi-fetch';
+import type { paths } from './generated/schema.ts';
+import type { Push, Setup } from './setup.ts';
+
+function check(condition: unknown, what: string): asserts condition {
+  if (!condition) throw new Error(`generated client: ${what}`);
+}
+
+/** Calls every operation once or more; returns the operation ids it called. */
+export async function everyOperation(s: Setup): Promise<string[]> {
+  const called: string[] = [];
+  const as = (key: string) => createClient<paths>({ baseUrl: s.baseUrl, headers: { authorization: `Bearer ${key}` } });
+  const admin = as(s.adminKey);
+  const writer = as(s.writeKey);
+  const done = (id: string) => called.push(id);
+  const queue = 'client';
+
+  const health = await writer.GET('/healthz');
+  check(health.response.status === 200, 'healthz');
+  done('getHealth');
+  const jwks = await writer.GET('/.well-known/jwks.json');
+  check(jwks.data?.keys.length, 'jwks');
+  done('getJwks');
+  const doc = await writer.GET('/openapi.json');
+  check(doc.data?.openapi === '3.1.0', 'openapi.json');
+  done('getOpenApi');
+  const docs = await writer.GET('/docs', { parseAs: 'text' });
+  check(typeof docs.data === 'string' && docs.data.includes('<'), 'docs');
+  done('getDocs');
+
+  const one = await writer.POST('/v1/tasks', { body: { queue, url: `${s.endpointUrl}/one`, body: { n: 1 } } });
+  check(one.response.status === 201 && one.data && !one.data.deduplicated, 'enqueue');
+  done('enqueueTask');
+  const batch = await writer.POST('/v1/tasks/batch', {
+    body: {
+      tasks: [
+        { queue, url: `${s.endpointUrl}/two` },
+        { queue, url: `${s.endpointUrl}/three`, concurrency_key: 'k' },
+      ],
+    },
+  });
+  check(batch.data?.tasks.length === 2, 'batch');
+  done('enqueueTasks');
+
+  // First push: heartbeat, then complete.
+  const first = await s.nextPush();
+  const leaseAs = (p: Push) => createClient<paths>({ baseUrl: s.baseUrl, headers: { authorization: `Bearer ${p.token}` } });
+  const params = (p: Push) => ({ params: { path: { lease_id: p.leaseId } } });
+  const beat = await leaseAs(first).POST('/v1/leases/{lease_id}/heartbeat', { ...params(first), body: { extend_ms: 30_000 } });
+  check(beat.data && Date.parse(beat.data.expires_at) > Date.now(), 'heartbeat');
+  done('heartbeatLease');
+  const completed = await leaseAs(first).POST('/v1/leases/{lease_id}/complete', { ...params(first), body: { result: { ok: true } } });
+  check(completed.data?.status === 'succeeded', 'complete');
+  done('completeLease');
+
+  // Second: fail for good (dead), then redrive it; third: release.
+  const second = await s.nextPush();
+  const failed = await leaseAs(second).POST('/v1/leases/{lease_id}/fail', { ...params(second), body: { error: 'no', retry: false } });
+  check(failed.data?.status === 'dead', 'fail');
+  done('failLease');
+  const redriven = await writer.POST('/v1/tasks/{id}/retry', { params: { path: { id: second.taskId } } });
+  check(redriven.data?.status === 'pending', 'retry');
+  done('retryTask');
+  const third = await s.nextPush();
+  const released = await leaseAs(third).POST('/v1/leases/{lease_id}/release', { ...params(third), body: { delay_ms: 3_600_000 } });
+  check(released.data?.status === 'pending', 'release');
+  done('releaseLease');
+
+  const got = await writer.GET('/v1/tasks/{id}', { params: { path: { id: first.taskId } } });
+  check(got.data?.status === 'succeeded' && got.data.attempt_history[0]?.outcome === 'succeeded', 'get');
+  done('getTask');
+  const listed = await writer.GET('/v1/tasks', { params: { query: { queue, limit: 2 } } });
+  check(listed.data?.tasks.length === 2 && listed.data.next_cursor !== null, 'list');
+  done('listTasks');
+  const cancelled = await writer.POST('/v1/tasks/{id}/cancel', { params: { path: { id: third.taskId } } });
+  check(cancelled.data?.status === 'cancelled', 'cancel');
+  done('cancelTask');
+
+  // Queues, limits and slots (a fourth push holds a lease the admin releases).
+  const path = { params: { path: { queue } } };
+  const queues = await writer.GET('/v1/queues');
+  check(
+    queues.data?.queues.some((q) => q.name === queue),
+    'list queues',
+  );
+  done('listQueues');
+  const updated = await admin.PUT('/v1/queues/{queue}', { ...path, body: { concurrency: 5 } });
+  check(updated.data?.concurrency.value === 5 && updated.data.concurrency.source === 'override', 'update queue');
+  done('updateQueue');
+  const shown = await writer.GET('/v1/queues/{queue}', path);
+  check(shown.data?.counts.pending !== undefined, 'get queue');
+  done('getQueue');
+  const keyed = await admin.PUT('/v1/queues/{queue}/keys/{key}', { params: { path: { queue, key: 'k' } }, body: { limit: 2 } });
+  check(keyed.data?.limit === 2, 'set key limit');
+  done('setKeyLimit');
+  await writer.POST('/v1/tasks', { body: { queue, url: `${s.endpointUrl}/held` } });
+  const held = await s.nextPush();
+  const slots = await writer.GET('/v1/queues/{queue}/concurrency', path);
+  const holders = [...(slots.data?.keyless.slots ?? []), ...(slots.data?.keys.flatMap((k) => k.slots) ?? [])];
+  check(slots.data && slots.data.queue_level.active >= 1 && holders.some((h) => h.lease_id === held.leaseId), 'concurrency');
+  done('getQueueConcurrency');
+  const forced = await admin.POST('/v1/queues/{queue}/leases/{lease_id}/release', {
+    params: { path: { queue, lease_id: held.leaseId } },
+  });
+  check(forced.data?.released && forced.data.task_id === held.taskId, 'force release');
+  done('forceReleaseLease');
+  const unkeyed = await admin.DELETE('/v1/queues/{queue}/keys/{key}', { params: { path: { queue, key: 'k' } } });
+  check(unkeyed.response.status === 204, 'delete key limit');
+  done('deleteKeyLimit');
+  const paused = await admin.POST('/v1/queues/{queue}/pause', path);
+  check(paused.data?.paused.value === true, 'pause');
+  done('pauseQueue');
+  const resumed = await admin.POST('/v1/queues/{queue}/resume', path);
+  check(resumed.data?.paused.value === false, 'resume');
+  done('resumeQueue');
+  const reset = await admin.DELETE('/v1/queues/{queue}', path);
+  check(reset.data?.concurrency.source !== 'override', 'reset queue');
+  done('resetQueue');
+
+  const secret = await admin.GET('/v1/webhooks/secret', { params: { query: { url: `${s.endpointUrl}/one` } } });
+  check(secret.data?.secret.startsWith('whsec_'), 'webhook secret');
+  done('getWebhookSecret');
+  return called;
+}
