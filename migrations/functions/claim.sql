@@ -59,7 +59,8 @@ end $$;
 -- 1. A transaction-scoped advisory lock serialises count-and-claim across dispatchers; every
 --    statement after it takes a fresh snapshot, so it sees every earlier claim.
 -- 2. Tasks that came due since the last passes lower their lanes' hints (with a margin that
---    covers transactions committing late; lowering twice is harmless).
+--    covers transactions committing late; lowering twice is harmless). A lane another
+--    transaction holds is looked at again by the next pass.
 -- 3. Per queue, lanes with due tasks are taken in turn: best hint, then least recently served
 --    (round-robin), skipping lanes at their limit. Each yields up to its remaining slots of
 --    ready tasks, FIFO within the lane.
@@ -89,18 +90,15 @@ begin
   -- possibly long before, while it waited); a caller may pass its own (tests move time).
   v_now := coalesce(p_now, clock_timestamp());
 
-  with previous as (
-    select promoted_to from sluice.promotion
-  ),
-  window_ as (
-    update sluice.promotion set promoted_to = v_now
-    returning (select least(promoted_to, v_now) from previous) - interval '10 seconds' as since
-  ),
-  came_due as (
-    select t.queue, t.lane, min(t.priority) as priority
+  -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for;
+  -- the window then ends just before the first task of a skipped lane, so that the next pass
+  -- looks at it again (and the next-due probe reads it due now) instead of passing it by.
+  with came_due as (
+    select t.queue, t.lane, min(t.priority) as priority, min(t.run_at) as first_due
     from sluice.tasks t
     where t.status = 'pending' and t.run_at > t.created_at
-      and t.run_at > (select since from window_) and t.run_at <= v_now
+      and t.run_at > (select least(promoted_to, v_now) from sluice.promotion) - interval '10 seconds'
+      and t.run_at <= v_now
     group by t.queue, t.lane
   ),
   locked as (
@@ -108,9 +106,16 @@ begin
     join came_due d on d.queue = k.queue and d.lane = k.lane
     order by k.queue, k.lane
     for update of k skip locked
+  ),
+  lowered as (
+    update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
+    from locked where k.id = locked.id
   )
-  update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
-  from locked where k.id = locked.id;
+  update sluice.promotion set promoted_to = coalesce(
+    (select min(d.first_due) - interval '1 microsecond'
+     from came_due d join sluice.keys k on k.queue = d.queue and k.lane = d.lane
+     where k.id not in (select id from locked)),
+    v_now);
 
   loop
     v_round := v_round + 1;

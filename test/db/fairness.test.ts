@@ -230,6 +230,21 @@ describe('lane hints never hide work', () => {
     expect(after.map((x) => x.id).sort()).toEqual([retried!.task.id, redriven!.task.id].sort());
   });
 
+  it('a task that comes due in a lane an enqueue holds is promoted once the enqueue ends', async () => {
+    const [later] = await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'held', delayMs: 1_000 })]);
+    const due = later!.task.runAt.getTime();
+    // A pass just before it comes due (passes run all the time; this one sets the window).
+    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due - 1) })).toEqual([]);
+    const passed = await t.db.transaction(async (tx) => {
+      // An enqueue into the same lane holds its row while the first pass after the task came due runs.
+      await taskInsertMany(tx, [newTask({ queue: 'wide', concurrencyKey: 'held', delayMs: 3_600_000 })]);
+      return taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due + 15_000) });
+    });
+    expect(passed).toEqual([]);
+    const after = await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due + 16_000) });
+    expect(after.map((x) => x.id)).toEqual([later!.task.id]);
+  });
+
   it('an enqueue transaction left open on a lane does not stall claims', async () => {
     await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'a' }), newTask({ queue: 'wide', concurrencyKey: 'b' })]);
     const open = await t.db.transaction(async (tx) => {
