@@ -237,7 +237,8 @@ describe('lane hints never hide work', () => {
     expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due - 1) })).toEqual([]);
     const passed = await t.db.transaction(async (tx) => {
       // An enqueue into the same lane holds its row while the first pass after the task came due runs.
-      await taskInsertMany(tx, [newTask({ queue: 'wide', concurrencyKey: 'held', delayMs: 3_600_000 })]);
+      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms, run_at)
+                      values ('wide', 'https://example.com', 'held', 1, '{}', 1000, 2000, now() + interval '1 hour')`);
       return taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due + 15_000) });
     });
     expect(passed).toEqual([]);
