@@ -9,7 +9,7 @@ import { pokeNow } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
-import { problemOf, problemResponse } from './problem.ts';
+import { problemOf, problemResponse, UNAVAILABLE_RETRY_AFTER_S } from './problem.ts';
 import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { queues } from './routes/queues.ts';
@@ -68,6 +68,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     }
     if (error instanceof UnauthorizedError) c.header('www-authenticate', 'Bearer realm="sluice"');
     if (error instanceof TooManyRequestsError) c.header('retry-after', String(error.retryAfterS));
+    if (problem.status === 503) c.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_S));
     c.header('x-content-type-options', 'nosniff');
     return problemResponse(c, problem);
   });

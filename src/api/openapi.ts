@@ -243,6 +243,11 @@ function operation({ id, summary, scope, body, bodyOptional = false, query, ok, 
         description: 'A problem with the request',
         content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
       },
+      '503': {
+        description: 'The database does not answer (an outage, or no connection free in time): repeat after Retry-After',
+        headers: { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } },
+        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+      },
     },
   };
 }

@@ -2,6 +2,10 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { type FieldIssue, SluiceError } from '../core/errors.ts';
+import { isTransientDbError } from '../db/faults.ts';
+
+/** How long a client is asked to wait after a 503 (the database does not answer). */
+export const UNAVAILABLE_RETRY_AFTER_S = 1;
 
 export interface Problem {
   type: string;
@@ -34,6 +38,18 @@ export function problemOf(error: unknown): Problem {
       status: error.status,
       code: codeOf(error.status),
       detail: error.message || titleOf(error.status),
+    };
+  }
+  if (isTransientDbError(error)) {
+    // The request can be repeated once the database answers. (Every write is one statement or
+    // one transaction; an enqueue whose answer was lost may still have been written, which a
+    // dedup_key makes safe to repeat.)
+    return {
+      type: 'https://sluice.dev/problems/database_unavailable',
+      title: 'Service Unavailable',
+      status: 503,
+      code: 'database_unavailable',
+      detail: 'the database does not answer now; try again shortly',
     };
   }
   return {

@@ -44,11 +44,13 @@ export async function startNodeSluice(options: {
   maxSleepMs?: number;
   /** Connections to Postgres. Default 20. */
   poolSize?: number;
+  /** How long a query waits for a connection before it fails as unavailable (503). Default 5 s. */
+  connectTimeoutMs?: number;
   /** Run a dispatcher in this process. Default true; false serves only the API. */
   dispatch?: boolean;
 }): Promise<NodeSluice> {
   const config = loadConfig({ SLUICE_DISPATCH_PARALLELISM: String(NODE_PARALLELISM), ...options.env });
-  const db = openPgDb(config.databaseUrl, options.poolSize ?? 20);
+  const db = openPgDb(config.databaseUrl, options.poolSize ?? 20, options.connectTimeoutMs);
   const shared: OpenDb = { ...db, close: async () => {} };
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.

@@ -45,6 +45,11 @@ describe('withDbRetry', () => {
     expect(isTransientDbError(fault('57P01'))).toBe(true);
     expect(isTransientDbError(new Error('Connection terminated unexpectedly'))).toBe(true);
     expect(isTransientDbError(fault('42P01'))).toBe(false);
+    // No connection within the pool's connect timeout: nothing was sent, so even a claim may retry.
+    expect(isNotStarted(new Error('Connection terminated due to connection timeout'))).toBe(true);
+    expect(isNotStarted(new Error('timeout exceeded when trying to connect'))).toBe(true);
+    // The Neon driver's HTTP path, its endpoint unreachable.
+    expect(isTransientDbError(new Error('Error connecting to database: fetch failed'))).toBe(true);
     expect(isNotStarted(fault('40001'))).toBe(true);
     expect(isNotStarted(fault('08006'))).toBe(false);
   });
