@@ -90,11 +90,11 @@ begin
   -- possibly long before, while it waited); a caller may pass its own (tests move time).
   v_now := coalesce(p_now, clock_timestamp());
 
-  -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for;
-  -- the window then ends just before the first task of a skipped lane, so that the next pass
-  -- looks at it again (and the next-due probe reads it due now) instead of passing it by.
+  -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for. If
+  -- one of them needed its hint lowered, the window does not move on (the next pass looks at
+  -- it again); a skipped lane whose hint is already good enough does not hold it back.
   with came_due as (
-    select t.queue, t.lane, min(t.priority) as priority, min(t.run_at) as first_due
+    select t.queue, t.lane, min(t.priority) as priority
     from sluice.tasks t
     where t.status = 'pending' and t.run_at > t.created_at
       and t.run_at > (select least(promoted_to, v_now) from sluice.promotion) - interval '10 seconds'
@@ -111,11 +111,13 @@ begin
     update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
     from locked where k.id = locked.id
   )
-  update sluice.promotion set promoted_to = coalesce(
-    (select min(d.first_due) - interval '1 microsecond'
-     from came_due d join sluice.keys k on k.queue = d.queue and k.lane = d.lane
-     where k.id not in (select id from locked)),
-    v_now);
+  update sluice.promotion set promoted_to = case
+    when exists (
+      select 1 from came_due d join sluice.keys k on k.queue = d.queue and k.lane = d.lane
+      where k.id not in (select id from locked) and (k.head_priority is null or k.head_priority > d.priority)
+    ) then promoted_to
+    else v_now
+  end;
 
   loop
     v_round := v_round + 1;
