@@ -33,6 +33,12 @@ export interface NodeSluice {
  */
 export const NODE_PARALLELISM = 64;
 
+/**
+ * The dispatcher's connections: a claim, the group-committed settles, the reap, the next-due
+ * probe and notes on unanswered pushes, at most a few at a time.
+ */
+const DISPATCH_POOL_SIZE = 6;
+
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
 
@@ -42,15 +48,18 @@ export async function startNodeSluice(options: {
   host?: string;
   /** The longest the loop sleeps when nothing is due: the fallback for lost wake-ups. Default 30 s. */
   maxSleepMs?: number;
-  /** Connections to Postgres. Default 20. */
+  /** Connections to Postgres for the API. Default 20. */
   poolSize?: number;
-  /** How long a query waits for a connection before it fails as unavailable (503). Default 5 s. */
+  /** How long an API query waits for a connection before it fails as unavailable (503). Default 5 s. */
   connectTimeoutMs?: number;
   /** Run a dispatcher in this process. Default true; false serves only the API. */
   dispatch?: boolean;
 }): Promise<NodeSluice> {
   const config = loadConfig({ SLUICE_DISPATCH_PARALLELISM: String(NODE_PARALLELISM), ...options.env });
+  // The API's requests give up on a connection in time (503); the dispatcher has a pool of its
+  // own that waits, so that API load can never make it drop a settle (a push already made).
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20, options.connectTimeoutMs);
+  const dispatchDb = openPgDb(config.databaseUrl, DISPATCH_POOL_SIZE, 0);
   const shared: OpenDb = { ...db, close: async () => {} };
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
@@ -59,7 +68,7 @@ export async function startNodeSluice(options: {
     options.dispatch === false
       ? null
       : new DispatchLoop(
-          (signal, nudges) => dispatchRun({ db, config, keyring, fetch: push }, { budgetMs: RUN_BUDGET_MS, signal, nudges }),
+          (signal, nudges) => dispatchRun({ db: dispatchDb, config, keyring, fetch: push }, { budgetMs: RUN_BUDGET_MS, signal, nudges }),
           {
             maxSleepMs: options.maxSleepMs ?? 30_000,
           },
@@ -104,7 +113,7 @@ export async function startNodeSluice(options: {
   loop?.start();
   // Retention once a minute, off the dispatch path (the Worker's cron does the same).
   const sweeping = loop
-    ? setInterval(() => void sweepFinished(db, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000)
+    ? setInterval(() => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000)
     : null;
   let closing: Promise<void> | null = null;
   return {
@@ -119,7 +128,7 @@ export async function startNodeSluice(options: {
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();
         push.close();
-        await db.close();
+        await Promise.all([db.close(), dispatchDb.close()]);
       })();
       return closing;
     },
