@@ -22,7 +22,9 @@ export function isNotStarted(error: unknown): boolean {
 export function isTransientDbError(error: unknown): boolean {
   if (isNotStarted(error)) return true;
   const code = (error as { code?: unknown })?.code;
-  if (typeof code === 'string' && /^(08|57P0)|^E(CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH)$/.test(code)) return true;
+  if (typeof code === 'string') return /^(08|57P0)|^E(CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH)$/.test(code);
+  // Without a code, only the message tells; a message of an error that has one may quote the
+  // client's input, so it is never read.
   const message = error instanceof Error ? error.message : '';
   // The last two: the Neon driver's HTTP path when its endpoint cannot be reached.
   return /Connection terminated|socket hang up|WebSocket|ECONNRESET|EPIPE|Error connecting to database|fetch failed/i.test(message);
