@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument } from '../../src/api/openapi.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
+import { requireInstalled } from '../client/installed.ts';
 import type { Push, Setup } from '../client/setup.ts';
 import { testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -30,6 +31,7 @@ const client = (file: string) => import(new URL(`../client/${file}`, import.meta
 let everyOperation: (setup: Setup) => Promise<string[]>;
 
 beforeAll(async () => {
+  requireInstalled();
   const { generateClientTypes } = (await client('generate.ts')) as { generateClientTypes(document: object): Promise<void> };
   await generateClientTypes(openApiDocument());
   ({ everyOperation } = await client('every-operation.ts'));
