@@ -5,12 +5,12 @@
  */
 import { loadConfig } from '../../src/config.ts';
 import type { PushResult } from '../../src/core/outcome.ts';
-import { DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS } from '../../src/core/types.ts';
-import { type NewTask, taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { migrateDatabase } from '../../src/node/migrations.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
+import { newTask } from '../../test/helpers/tasks.ts';
 import { type BenchJob, batches, type Contender, IN_FLIGHT, POOL_SIZE } from './contender.ts';
 import { prefillFinished, QUEUE, type SluiceSecrets } from './sluice-common.ts';
 
@@ -35,26 +35,15 @@ export function sluiceEngine(secrets: SluiceSecrets, inFlight: number = IN_FLIGH
       await migrateDatabase(db.url);
       await prefillFinished(db, finished);
       const producer = openPgDb(db.url, 2);
-      const task = (job: BenchJob): NewTask => ({
-        queue: QUEUE,
-        url: 'http://127.0.0.1:1/noop',
-        method: 'POST',
-        headers: {},
-        body: JSON.stringify(job),
-        contentType: 'application/json',
-        concurrencyKey: job.key,
-        concurrencyLimit: keyed ? 1 : null,
-        priority: 0,
-        runAt: null,
-        delayMs: null,
-        expiresAt: null,
-        ttlMs: null,
-        maxAttempts: DEFAULT_RETRY.maxAttempts,
-        backoff: DEFAULT_RETRY.backoff,
-        timeoutMs: DEFAULT_TIMEOUT_MS,
-        leaseMs: DEFAULT_LEASE_MS,
-        dedupKey: null,
-      });
+      // Every other field as the API sets it by default (test/helpers/tasks.ts).
+      const task = (job: BenchJob) =>
+        newTask({
+          queue: QUEUE,
+          url: 'http://127.0.0.1:1/noop',
+          body: JSON.stringify(job),
+          concurrencyKey: job.key,
+          concurrencyLimit: keyed ? 1 : null,
+        });
       return {
         cpu: 'self',
         async enqueue(jobs) {
