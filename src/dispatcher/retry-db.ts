@@ -5,8 +5,6 @@
  */
 import { isNotStarted, isTransientDbError } from '../db/faults.ts';
 
-export { isNotStarted, isTransientDbError };
-
 export interface RetryOptions {
   /** True when running the call twice is harmless. Default true. */
   idempotent?: boolean;

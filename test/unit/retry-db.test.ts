@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isNotStarted, isTransientDbError, withDbRetry } from '../../src/dispatcher/retry-db.ts';
+import { isNotStarted, isTransientDbError } from '../../src/db/faults.ts';
+import { withDbRetry } from '../../src/dispatcher/retry-db.ts';
 
 const fault = (code: string, message = code) => Object.assign(new Error(message), { code });
 
