@@ -29,7 +29,7 @@ const SETTLE = `
 with input as (
   select * from jsonb_to_recordset($1::jsonb) as s(
     id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
-    run_at timestamptz, attempts_delta integer, deferrals_delta integer, result text, error text,
+    wait_ms double precision, attempts_delta integer, deferrals_delta integer, result text, error text,
     http_status integer, duration_ms integer)
 ),
 settled as (
@@ -37,7 +37,7 @@ settled as (
   set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
       -- Never due before now: due at once, its lane's hint is lowered below (db/lanes.ts);
       -- due later, the claim pass that finds it due promotes it.
-      run_at = case when s.status = 'pending' then greatest(s.run_at, now()) else t.run_at end,
+      run_at = case when s.status = 'pending' then now() + make_interval(secs => greatest(s.wait_ms, 0) / 1000.0) else t.run_at end,
       attempts = t.attempts + s.attempts_delta,
       deferrals = t.deferrals + s.deferrals_delta,
       result = s.result,
@@ -79,6 +79,10 @@ function outcomeOf(s: Settlement): string {
  */
 export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettlement[]): Promise<Map<string, TaskStatus>> {
   if (items.length === 0) return new Map();
+  // A retry's due time was decided on this process's clock; the database keeps due times on
+  // its own. What travels is the wait, so a clock ahead of or behind the database's neither
+  // stretches nor skips a backoff, a Retry-After or a release's delay.
+  const clockMs = Date.now();
   const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require }) => ({
     id: taskId,
     lease_id: leaseId,
@@ -87,7 +91,7 @@ export async function leaseSettleMany(db: Queryable, items: readonly LeaseSettle
     attempt,
     status: s.status,
     outcome: outcomeOf(s),
-    run_at: s.status === 'pending' ? s.runAt.toISOString() : null,
+    wait_ms: s.status === 'pending' ? s.runAt.getTime() - clockMs : null,
     attempts_delta: s.status === 'pending' ? s.attemptsDelta : 0,
     deferrals_delta: s.status === 'pending' ? s.deferralsDelta : 0,
     result: s.status === 'succeeded' ? s.result : null,

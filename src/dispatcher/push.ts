@@ -28,8 +28,8 @@ export interface PushDeps {
 }
 
 /**
- * Time kept between the push's deadline and the lease's end (the lease's clock is the
- * database's, the deadline's is ours): a tenth of the lease, at most a second.
+ * Time kept between the push's deadline and the lease's end, for the claim's reply on its way
+ * to us: a tenth of the lease, at most a second.
  */
 const leaseMarginMs = (leaseMs: number) => Math.min(1_000, leaseMs / 10);
 
@@ -42,7 +42,11 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const target = checkTarget(task.url, deps.allowPrivateTargets);
   if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
 
-  const timeoutMs = Math.min(task.timeoutMs, task.lease.expiresAt.getTime() - started - leaseMarginMs(task.leaseMs));
+  // A push starts as its claim returns (dispatcher/run.ts), so the lease's length, both ends on
+  // the database's clock, bounds it: comparing the expiry with our clock instead would cut
+  // every push short (or refuse it) whenever our clock runs ahead of the database's.
+  const leaseLengthMs = task.lease.expiresAt.getTime() - task.lease.leasedAt.getTime();
+  const timeoutMs = Math.min(task.timeoutMs, leaseLengthMs - leaseMarginMs(task.leaseMs));
   if (timeoutMs <= 0) return { kind: 'network', message: 'no time left in the lease to push', sent: false, durationMs: 0 };
 
   let request: RequestInit;
