@@ -4,16 +4,14 @@
  * the SDK client: a quick task, a long task that heartbeats well past its first lease, and a
  * task that fails for good.
  */
-import { build } from 'esbuild';
-import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
-import { COMPATIBILITY_DATE } from '../../src/node/worker-runtime.ts';
 import { SluiceApiError, SluiceClient } from '../../src/sdk/index.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { BIN, ROOT, spawnReady } from '../helpers/process.ts';
+import { startUserWorker } from '../helpers/user-worker.ts';
 
 let t: TestDatabase;
 let sluice: NodeSluice;
@@ -45,25 +43,9 @@ async function spawnServer(command: string, args: string[]): Promise<string> {
 }
 
 async function startWorkerd(): Promise<string> {
-  const bundle = await build({
-    entryPoints: [`${ROOT}examples/worker.ts`],
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    conditions: ['workerd', 'worker', 'browser'],
-    write: false,
-    logLevel: 'silent',
-  });
-  const mf = new Miniflare({
-    modules: true,
-    script: bundle.outputFiles[0]!.text,
-    compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { SLUICE_URL: sluice.url },
-    host: '127.0.0.1',
-    port: await freePort(),
-  });
-  stops.push(() => mf.dispose());
-  return (await mf.ready).toString().replace(/\/$/, '');
+  const worker = await startUserWorker({ entry: `${ROOT}examples/worker.ts`, bindings: { SLUICE_URL: sluice.url } });
+  stops.push(() => worker.close());
+  return worker.url;
 }
 
 async function settled(id: string, timeoutMs = 20_000) {
