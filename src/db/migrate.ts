@@ -22,6 +22,11 @@ export async function migrate(db: Db, migrations: readonly Migration[], function
   const ordered = [...migrations].sort((a, b) => a.name.localeCompare(b.name));
   return db.transaction(async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    // An advisory lock does not make this backend take in the catalog changes that the previous
+    // holder committed meanwhile (its caches catch up when it locks a relation), so a
+    // `create schema if not exists` here could miss the schema just made and fail as a
+    // duplicate. Locking a catalog relation brings them in.
+    await tx.query('lock table pg_catalog.pg_namespace in access share mode');
     await tx.query(`create schema if not exists sluice;
       create table if not exists sluice.migrations (
         name text primary key,
