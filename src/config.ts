@@ -94,6 +94,8 @@ export interface Config {
   apiDatabase: 'http' | 'websocket';
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
   neonWsProxy: string | null;
+  /** GET /metrics: per queue, the keys holding the most slots that get series of their own. */
+  metricsTopKeys: number;
 }
 
 export type Env = Readonly<Record<string, unknown>>;
@@ -168,6 +170,7 @@ const envSchema = z
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
+    SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
     SLUICE_RETENTION: z
       .string()
       .default('7d')
@@ -238,6 +241,7 @@ export function loadConfig(env: Env): Config {
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
     apiDatabase: e.SLUICE_API_DATABASE,
+    metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
   });

@@ -8,8 +8,10 @@ import { createApp } from './api/app.ts';
 import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
 import { pokeNow } from './core/wake.ts';
+import { taskCountsRefresh } from './db/metrics.ts';
 import { openNeonDb, openNeonHttpDb } from './db/neon.ts';
 import { sweepFinished } from './dispatcher/retention.ts';
+import { withDbRetry } from './dispatcher/retry-db.ts';
 import { dispatchRun } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
 import { schedulerOf } from './worker/bindings.ts';
@@ -32,7 +34,10 @@ const app = createApp({
 
 export default {
   fetch: app.fetch,
-  /** Every minute: repair a lost or late alarm (a poke for now), reap expired leases, delete finished tasks past retention. */
+  /**
+   * Every minute: repair a lost or late alarm (a poke for now), reap expired leases, delete
+   * finished tasks past retention, count tasks for /metrics.
+   */
   async scheduled(_controller: { cron: string; scheduledTime: number }, env: Env, _ctx: ExecutionContextLike): Promise<void> {
     const config = loadConfig(env);
     const db = openNeonDb(config);
@@ -41,6 +46,7 @@ export default {
         schedulerOf(env).poke(pokeNow(Date.now(), 0)),
         dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
         sweepFinished(db, config),
+        withDbRetry(() => taskCountsRefresh(db)),
       ]);
     } finally {
       await db.close();

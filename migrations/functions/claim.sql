@@ -84,6 +84,8 @@ declare
   v_round integer := 0;
   v_pass bigint;
   v_now timestamptz;
+  v_held_queues text[];
+  v_held_limits text[];
 begin
   perform pg_advisory_xact_lock(7215530002);
   -- The pass's clock starts once the lock is held (now() is when the transaction began,
@@ -139,8 +141,9 @@ begin
       from due_queues d where d.queue is not null
     ),
     budgets as (
-      select d.queue, s.key_concurrency, s.priority,
-             least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want))::integer as budget
+      select d.queue, s.key_concurrency, s.priority, s.paused, (s.concurrency - coalesce(l.n, 0)) <= 0 as queue_full,
+             case when s.paused then 0
+                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want)) end::integer as budget
       from due_queues d
       left join sluice.queues q on q.name = d.queue
       left join leased l on l.queue = d.queue
@@ -150,7 +153,7 @@ begin
                coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
                coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority
       ) s
-      where d.queue is not null and not s.paused
+      where d.queue is not null
     ),
     lanes as (
       select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room
@@ -200,12 +203,33 @@ begin
         from within_queue w where w.queue_rank <= w.budget
       ) x
       where x.overall <= (select budget from cluster)
+    ),
+    -- Due queues this pass leases nothing from, and what stops each (for /metrics): paused, its
+    -- own limit, the cluster's (no room, or the room went to queues ranked before it), or every
+    -- due key at its limit. A queue whose lanes only promised too much is not held back.
+    held as (
+      select b.queue, case when b.paused then 'paused' when b.queue_full then 'queue' when b.budget = 0 then 'cluster'
+                           when not exists (select 1 from lanes la where la.queue = b.queue) then 'key'
+                           else 'cluster' end as reason
+      from budgets b
+      where not exists (select 1 from chosen ch join lanes la on la.key_id = ch.key_id where la.queue = b.queue)
+        and (b.budget = 0 or not exists (select 1 from lanes la where la.queue = b.queue)
+             or exists (select 1 from candidates c where c.queue = b.queue))
     )
     select (select array_agg(id) from chosen),
            (select array_agg(distinct key_id) from lanes),
            (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
-           exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id))
-    into v_ids, v_examined, v_served, v_stale;
+           exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id)),
+           (select array_agg(queue order by queue) from held),
+           (select array_agg(reason order by queue) from held)
+    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits;
+
+    -- Counted once per pass, from what its first round saw; nothing is written when nothing is held.
+    if v_round = 1 and v_held_queues is not null then
+      insert into sluice.counters as c (metric, queue, label, value)
+      select 'held_back', q, l, 1 from unnest(v_held_queues, v_held_limits) as h(q, l) order by 1, 2, 3
+      on conflict (metric, queue, label) do update set value = c.value + 1;
+    end if;
 
     if v_ids is not null then
       -- Straight into the result: no row is copied into an array on its way out.

@@ -12,6 +12,7 @@ import type { AppEnv, Platform } from './context.ts';
 import { problemOf, problemResponse, UNAVAILABLE_RETRY_AFTER_S } from './problem.ts';
 import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
+import { metrics } from './routes/metrics.ts';
 import { queues } from './routes/queues.ts';
 import { tasks } from './routes/tasks.ts';
 import { webhooks } from './routes/webhooks.ts';
@@ -44,6 +45,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   });
 
   app.route('/', meta);
+  app.route('/metrics', metrics);
   app.route('/v1/tasks', tasks);
   app.route('/v1/queues', queues);
   app.route('/v1/leases', leases);

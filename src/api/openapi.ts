@@ -455,6 +455,13 @@ export function openApiDocument(): object {
           ok: { type: 'object', properties: { endpoint: str, secret: str, next_secret: str }, required: ['endpoint', 'secret'] },
         }),
       },
+      '/metrics': {
+        get: (() => {
+          const op = operation({ id: 'getMetrics', summary: 'Prometheus metrics (text format 0.0.4)', scope: 'metrics:read or admin' });
+          const text = { description: 'OK', content: { 'text/plain': { schema: { type: 'string' } } } };
+          return { ...op, responses: { ...op.responses, '200': text } };
+        })(),
+      },
       '/.well-known/jwks.json': open('getJwks', 'Public keys that sign pushes (current and next)', 'application/json', {
         type: 'object',
         properties: { keys: { type: 'array', items: { type: 'object' } } },

@@ -14,6 +14,7 @@ import { nextDueInMs } from '../db/due.ts';
 import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
 import type { Keyring } from '../security/keyring.ts';
+import { Meter } from './meter.ts';
 import { nextTurn } from './next-turn.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
@@ -32,6 +33,13 @@ export interface DispatchDeps {
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
   /** Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a no-op. */
   push?: (task: LeasedTask) => Promise<PushResult>;
+  /**
+   * Counts for /metrics, kept across runs by a long-lived process, which writes them at most
+   * once per `meterIntervalMs` at a run's end (and on a timer of its own). Default: the run
+   * counts on its own and writes at its end.
+   */
+  meter?: Meter;
+  meterIntervalMs?: number;
 }
 
 export interface RunOptions {
@@ -99,6 +107,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const log = deps.log ?? console;
   const { config, db } = deps;
   const report = emptyReport();
+  const meter = deps.meter ?? new Meter();
+  meter.add('dispatch_runs');
   const settler = new Settler(db);
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
@@ -115,9 +125,11 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
 
   /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
   const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null, require?: 'expired'): Promise<void> => {
+    if (durationMs !== null) meter.observe('push_duration', task.queue, durationMs / 1000);
     if (outcome.type === 'lease_kept') {
       // The endpoint holds the lease now; it ends it with a lease call, or it expires.
       report.leaseKept++;
+      meter.add('pushes', task.queue, 'lease_kept');
       return;
     }
     if (outcome.type === 'unanswered') {
@@ -125,6 +137,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // the reaper counts a timed-out attempt) or the handler ends the lease with its token.
       // What happened is noted now, so that it can be seen meanwhile and kept at expiry.
       report.unanswered++;
+      meter.add('pushes', task.queue, 'unanswered');
       report.roundTrips++;
       await withDbRetry(() => leaseNote(db, task.id, task.lease.id, unansweredNote(task.attempts, outcome.error))).catch((error: unknown) =>
         log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),
@@ -147,11 +160,18 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);
       return;
     }
-    if (!held) report.lost++;
-    else if (settlement.status === 'succeeded') report.succeeded++;
-    else if (settlement.status === 'dead') report.dead++;
-    else if (outcome.type === 'deferred') report.deferred++;
-    else report.retried++;
+    const ended: 'lost' | 'succeeded' | 'dead' | 'deferred' | 'retried' = !held
+      ? 'lost'
+      : settlement.status === 'succeeded'
+        ? 'succeeded'
+        : settlement.status === 'dead'
+          ? 'dead'
+          : outcome.type === 'deferred'
+            ? 'deferred'
+            : 'retried';
+    report[ended]++;
+    // An expired lease was no push: the reaper counts it as an expiry.
+    if (require !== 'expired') meter.add('pushes', task.queue, ended);
   };
 
   const deadline = now() + options.budgetMs;
@@ -173,6 +193,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       Promise.all(
         expired.map((task) => {
           report.reaped++;
+          meter.add('lease_expiries', task.queue);
           // Only while still expired: a heartbeat that landed since the read wins.
           return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
         }),
@@ -193,6 +214,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     await reaping;
     await settler.flush();
     report.roundTrips += settler.writes;
+    await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
     return report;
   }
 
@@ -225,6 +247,11 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
           idempotent: false,
         });
         report.claimed += batch.length;
+        meter.add('claim_passes');
+        for (const task of batch) {
+          meter.add('acquired', task.queue);
+          if (task.attempts === 1) meter.observe('due_to_push', task.queue, (now() - task.runAt.getTime()) / 1000);
+        }
         lastPassFull = batch.length === want;
         if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
           busy = true;
@@ -277,6 +304,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     await Promise.all([reaping, Promise.allSettled(inFlight)]);
     await Promise.allSettled(settling);
     await settler.flush();
+    await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
   }
   report.roundTrips += settler.writes;
   if (stopped()) return report;

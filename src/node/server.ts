@@ -9,8 +9,11 @@ import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
+import { taskCountsRefresh } from '../db/metrics.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
+import { Meter } from '../dispatcher/meter.ts';
 import { sweepFinished } from '../dispatcher/retention.ts';
+import { withDbRetry } from '../dispatcher/retry-db.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
@@ -39,6 +42,10 @@ export const NODE_PARALLELISM = 64;
  */
 const DISPATCH_POOL_SIZE = 6;
 
+/** How often counters for /metrics are written, and tasks counted. */
+const METER_INTERVAL_MS = 1_000;
+const COUNT_INTERVAL_MS = 15_000;
+
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
 
@@ -64,11 +71,17 @@ export async function startNodeSluice(options: {
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
   const push = pinnedFetch({ allowPrivate: config.allowPrivateTargets });
+  // Counts for /metrics, kept across runs and written at most once a second.
+  const meter = new Meter();
   const loop =
     options.dispatch === false
       ? null
       : new DispatchLoop(
-          (signal, nudges) => dispatchRun({ db: dispatchDb, config, keyring, fetch: push }, { budgetMs: RUN_BUDGET_MS, signal, nudges }),
+          (signal, nudges) =>
+            dispatchRun(
+              { db: dispatchDb, config, keyring, fetch: push, meter, meterIntervalMs: METER_INTERVAL_MS },
+              { budgetMs: RUN_BUDGET_MS, signal, nudges },
+            ),
           {
             maxSleepMs: options.maxSleepMs ?? 30_000,
           },
@@ -111,10 +124,18 @@ export async function startNodeSluice(options: {
   });
   const address = server.address() as { port: number };
   loop?.start();
-  // Retention once a minute, off the dispatch path (the Worker's cron does the same).
-  const sweeping = loop
-    ? setInterval(() => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000)
-    : null;
+  // Off the dispatch path: retention once a minute (the Worker's cron does the same), counts
+  // for /metrics every 15 s (the cron's minute on the Worker), and counters a long run holds.
+  const countTasks = () =>
+    void withDbRetry(() => taskCountsRefresh(dispatchDb)).catch((e) => console.error('sluice: counting tasks failed', e));
+  const timers = loop
+    ? [
+        setInterval(() => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000),
+        setInterval(countTasks, COUNT_INTERVAL_MS),
+        setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS),
+      ]
+    : [];
+  if (loop) countTasks();
   let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${address.port}`,
@@ -123,8 +144,9 @@ export async function startNodeSluice(options: {
     close() {
       closing ??= (async () => {
         // The API stays up while pushes drain: their endpoints may still call the lease API.
-        if (sweeping) clearInterval(sweeping);
+        for (const timer of timers) clearInterval(timer);
         await loop?.stop();
+        await meter.write(dispatchDb);
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();
         push.close();

@@ -1,0 +1,136 @@
+/**
+ * GET /metrics in the Prometheus text format (version 0.0.4): the counters dispatchers keep in
+ * Postgres, the task counts they make now and then, and the slots held now with their limits.
+ */
+import type { Config } from '../config.ts';
+import { resolveKeyLimit, resolveQueueLimits } from '../core/limits.ts';
+import { COUNTED, type MetricDefinition, SECONDS_BUCKETS } from '../core/metrics.ts';
+import type { MetricsRead } from '../db/metrics.ts';
+import type { QueueOverride } from '../db/queues.ts';
+
+export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+type Labels = Record<string, string>;
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+function sample(name: string, labels: Labels, value: number): string {
+  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`);
+  const text = Number.isFinite(value) ? String(value) : value > 0 ? '+Inf' : '-Inf';
+  return `${name}${pairs.length ? `{${pairs.join(',')}}` : ''} ${text}`;
+}
+
+function family(name: string, type: string, help: string, samples: string[]): string[] {
+  return [`# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`, `# TYPE ${name} ${type}`, ...samples];
+}
+
+function counted(def: MetricDefinition, rows: MetricsRead['counters']): string[] {
+  const labels = (row: { queue: string; label: string }): Labels => ({
+    ...(def.perQueue ? { queue: row.queue } : {}),
+    ...(def.label ? { [def.label]: row.label } : {}),
+  });
+  if (def.type !== 'histogram')
+    return family(
+      def.name,
+      def.type,
+      def.help,
+      rows.map((r) => sample(def.name, labels(r), r.value)),
+    );
+  const byQueue = new Map<string, Map<string, number>>();
+  for (const r of rows) {
+    const buckets = byQueue.get(r.queue) ?? new Map<string, number>();
+    buckets.set(r.label, (buckets.get(r.label) ?? 0) + r.value);
+    byQueue.set(r.queue, buckets);
+  }
+  const samples: string[] = [];
+  for (const [queue, buckets] of [...byQueue].sort(([a], [b]) => a.localeCompare(b))) {
+    let cumulative = 0;
+    for (const le of [...SECONDS_BUCKETS.map(String), '+Inf']) {
+      cumulative += buckets.get(le) ?? 0;
+      samples.push(sample(`${def.name}_bucket`, { queue, le }, cumulative));
+    }
+    samples.push(sample(`${def.name}_sum`, { queue }, buckets.get('sum') ?? 0));
+    samples.push(sample(`${def.name}_count`, { queue }, buckets.get('count') ?? 0));
+  }
+  return family(def.name, 'histogram', def.help, samples);
+}
+
+/** The whole exposition. */
+export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<string, QueueOverride>): string {
+  const queues = [
+    ...new Set([...Object.keys(config.queues), ...overrides.keys(), ...read.leased.keys(), ...read.taskCounts.map((c) => c.queue)]),
+  ].sort();
+  const limits = new Map(queues.map((q) => [q, resolveQueueLimits(config.queues[q], overrides.get(q)?.settings ?? null)]));
+  const clusterActive = [...read.leased.values()].reduce((a, b) => a + b, 0);
+  const lines: string[] = [
+    ...family(
+      'sluice_tasks',
+      'gauge',
+      'Tasks per queue and status, as counted at sluice_tasks_counted_timestamp_seconds (every 15 s on Node, every minute on the Worker).',
+      read.taskCounts.map((c) => sample('sluice_tasks', { queue: c.queue, status: c.status }, c.n)),
+    ),
+    ...family(
+      'sluice_tasks_counted_timestamp_seconds',
+      'gauge',
+      'When sluice_tasks was counted (Unix time).',
+      read.countedAt ? [sample('sluice_tasks_counted_timestamp_seconds', {}, read.countedAt.getTime() / 1000)] : [],
+    ),
+    ...family('sluice_cluster_slots_active', 'gauge', 'Live leases across all queues: cluster slots held now.', [
+      sample('sluice_cluster_slots_active', {}, clusterActive),
+    ]),
+    ...family(
+      'sluice_cluster_slots_limit',
+      'gauge',
+      'The cluster cap (SLUICE_CLUSTER_CAP); absent when there is none.',
+      config.clusterCap === null ? [] : [sample('sluice_cluster_slots_limit', {}, config.clusterCap)],
+    ),
+    ...family(
+      'sluice_queue_slots_active',
+      'gauge',
+      "Live leases per queue: the queue's slots held now.",
+      queues.map((q) => sample('sluice_queue_slots_active', { queue: q }, read.leased.get(q) ?? 0)),
+    ),
+    ...family(
+      'sluice_queue_slots_limit',
+      'gauge',
+      "The queue's concurrency limit in force (run-time override, else the environment); absent when it has none.",
+      queues.flatMap((q) => {
+        const limit = limits.get(q)?.concurrency.value ?? null;
+        return limit === null ? [] : [sample('sluice_queue_slots_limit', { queue: q }, limit)];
+      }),
+    ),
+    ...family(
+      'sluice_queue_paused',
+      'gauge',
+      '1 when the queue is paused (nothing of it is claimed), else 0.',
+      queues.map((q) => sample('sluice_queue_paused', { queue: q }, limits.get(q)?.paused.value ? 1 : 0)),
+    ),
+    ...family(
+      'sluice_key_slots_active',
+      'gauge',
+      'Live leases per concurrency key, for the keys holding the most slots in each queue (SLUICE_METRICS_TOP_KEYS).',
+      read.keys.map((k) => sample('sluice_key_slots_active', { queue: k.queue, key: k.key }, k.active)),
+    ),
+    ...family(
+      'sluice_key_slots_limit',
+      'gauge',
+      "The key's limit in force (run-time override, else its first task's concurrency_limit, else the queue's key_concurrency), for the keys in sluice_key_slots_active that have one.",
+      read.keys.flatMap((k) => {
+        const queueKey = limits.get(k.queue)?.keyConcurrency ?? { value: null, source: 'default' as const };
+        const limit = resolveKeyLimit(k.key, k.override, k.taskLimit, queueKey).value;
+        return limit === null ? [] : [sample('sluice_key_slots_limit', { queue: k.queue, key: k.key }, limit)];
+      }),
+    ),
+  ];
+  for (const [id, def] of Object.entries(COUNTED)) {
+    lines.push(
+      ...counted(
+        def,
+        read.counters.filter((r) => r.metric === id),
+      ),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

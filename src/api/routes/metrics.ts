@@ -1,0 +1,15 @@
+/** GET /metrics: Prometheus text format, for a `metrics:read` (or admin) key. */
+import { Hono } from 'hono';
+import { metricsRead } from '../../db/metrics.ts';
+import { queueOverrides } from '../../db/queues.ts';
+import { requireScope } from '../auth.ts';
+import type { AppEnv } from '../context.ts';
+import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from '../prometheus.ts';
+
+export const metrics = new Hono<AppEnv>();
+
+metrics.get('/', requireScope('metrics:read'), async (c) => {
+  const { config, db } = c.var;
+  const [read, overrides] = await Promise.all([metricsRead(db, config.metricsTopKeys), queueOverrides(db)]);
+  return c.body(renderMetrics(config, read, overrides), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' });
+});

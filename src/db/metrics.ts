@@ -1,0 +1,100 @@
+/**
+ * Metrics in Postgres (migrations/0009_metrics.sql): counters added in batches, task counts
+ * refreshed now and then, and the one read a scrape makes. A scrape reads the counters, the
+ * counts and the leased rows (few: at most the limits' sum, through a partial index), never
+ * the tasks table as a whole.
+ */
+import type { Queryable } from './db.ts';
+
+export interface CounterRow {
+  metric: string;
+  queue: string;
+  label: string;
+  value: number;
+}
+
+/** Adds to the counters, creating them; rows in key order, so concurrent writers never deadlock. */
+export async function countersAdd(db: Queryable, rows: readonly CounterRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.query(
+    `insert into sluice.counters as c (metric, queue, label, value)
+     select * from unnest($1::text[], $2::text[], $3::text[], $4::float8[]) as r(metric, queue, label, value)
+     order by 1, 2, 3
+     on conflict (metric, queue, label) do update set value = c.value + excluded.value`,
+    [rows.map((r) => r.metric), rows.map((r) => r.queue), rows.map((r) => r.label), rows.map((r) => r.value)],
+  );
+}
+
+/** Counts tasks per queue and status into `sluice.task_counts` (queues and statuses gone drop out). */
+export async function taskCountsRefresh(db: Queryable): Promise<void> {
+  await db.query(
+    `with fresh as (
+       select queue, status, count(*) as n from sluice.tasks group by queue, status
+     ),
+     gone as (
+       delete from sluice.task_counts c
+       where not exists (select 1 from fresh f where f.queue = c.queue and f.status = c.status)
+     )
+     insert into sluice.task_counts as c (queue, status, n, counted_at)
+     select queue, status, n, clock_timestamp() from fresh order by queue, status
+     on conflict (queue, status) do update set n = excluded.n, counted_at = excluded.counted_at`,
+  );
+}
+
+export interface KeySlots {
+  queue: string;
+  key: string;
+  active: number;
+  /** The key's run-time override, and the limit its first task gave. */
+  override: number | null;
+  taskLimit: number | null;
+}
+
+export interface MetricsRead {
+  counters: CounterRow[];
+  taskCounts: Array<{ queue: string; status: string; n: number }>;
+  /** When the task counts were made (`null`: never yet). */
+  countedAt: Date | null;
+  /** Live leases (unexpired) per queue: slots held now. */
+  leased: Map<string, number>;
+  /** Per queue, the keys holding the most slots (at most `topKeys` each). */
+  keys: KeySlots[];
+}
+
+/** Everything a scrape shows, in one round trip. */
+export async function metricsRead(db: Queryable, topKeys: number): Promise<MetricsRead> {
+  const [row] = await db.query<{
+    counters: CounterRow[] | null;
+    counts: Array<{ queue: string; status: string; n: number; counted_at: string }> | null;
+    leased: Array<{ queue: string; n: number }> | null;
+    keys: Array<{ queue: string; key: string; n: number; override: number | null; task_limit: number | null }> | null;
+  }>(
+    `with live as (
+       select queue, lane, count(*)::int as n from sluice.tasks
+       where status = 'leased' and lease_expires_at > now() group by queue, lane
+     ),
+     top as (
+       select queue, lane, n from (
+         select l.*, row_number() over (partition by queue order by n desc, lane) as place from live l where lane <> ''
+       ) x where place <= $1
+     )
+     select
+       (select json_agg(json_build_object('metric', metric, 'queue', queue, 'label', label, 'value', value)) from sluice.counters) as counters,
+       (select json_agg(json_build_object('queue', queue, 'status', status, 'n', n, 'counted_at', counted_at)) from sluice.task_counts) as counts,
+       (select json_agg(json_build_object('queue', queue, 'n', n)) from (select queue, sum(n)::int as n from live group by queue) q) as leased,
+       (select json_agg(json_build_object('queue', t.queue, 'key', substr(t.lane, 3), 'n', t.n, 'override', kl."limit", 'task_limit', k.task_limit))
+          from top t
+          left join sluice.keys k on k.queue = t.queue and k.lane = t.lane
+          left join sluice.key_limits kl on kl.queue = t.queue and kl.concurrency_key = substr(t.lane, 3)) as keys`,
+    [topKeys],
+  );
+  const counts = row?.counts ?? [];
+  const countedAt = counts.reduce<number | null>((min, c) => Math.min(min ?? Number.POSITIVE_INFINITY, Date.parse(c.counted_at)), null);
+  return {
+    counters: row?.counters ?? [],
+    taskCounts: counts.map(({ queue, status, n }) => ({ queue, status, n: Number(n) })),
+    countedAt: countedAt === null ? null : new Date(countedAt),
+    leased: new Map((row?.leased ?? []).map((l) => [l.queue, l.n])),
+    keys: (row?.keys ?? []).map((k) => ({ queue: k.queue, key: k.key, active: k.n, override: k.override, taskLimit: k.task_limit })),
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * GET /metrics through the real Worker in workerd: the pusher shards' counters reach Postgres
+ * (written once per run, not per task), the cron counts tasks, and the text parses.
+ */
+import parsePrometheus from 'parse-prometheus-text-format';
+import { describe, expect, it } from 'vitest';
+import { generateApiKey } from '../../src/security/api-keys.ts';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
+
+const prometheus = await generateApiKey('prometheus', ['metrics:read']);
+const f = useWorkerFixture((f) => ({
+  SLUICE_API_KEYS: JSON.stringify([...JSON.parse(f.secrets.apiKeysJson), prometheus.entry]),
+  SLUICE_CLUSTER_CAP: '2',
+  SLUICE_QUEUES: JSON.stringify({ mail: { key_concurrency: 1 } }),
+}));
+
+interface Family {
+  name: string;
+  metrics: Array<{ labels?: Record<string, string>; value?: string }>;
+}
+
+async function scrape(): Promise<Map<string, Family>> {
+  const res = await fetch(`${f.worker.url}/metrics`, { headers: { authorization: `Bearer ${prometheus.key}` } });
+  expect(res.status).toBe(200);
+  return new Map((parsePrometheus(await res.text()) as Family[]).map((family) => [family.name, family]));
+}
+
+function value(families: Map<string, Family>, name: string, labels: Record<string, string>): number {
+  const sample = families.get(name)?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
+  return Number(sample?.value ?? 0);
+}
+
+describe('GET /metrics on the Worker', () => {
+  it('shows what the pusher shards did, and the tasks the cron counted', async () => {
+    f.endpoint.reply(() => ({ status: 200, delayMs: 20 }));
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${f.worker.url}/v1/tasks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ queue: 'mail', url: `${f.endpoint.url}/m`, concurrency_key: `user-${i % 2}` }),
+      });
+      expect(res.status).toBe(201);
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    await expect
+      .poll(async () => value(await scrape(), 'sluice_pushes_total', { queue: 'mail', outcome: 'succeeded' }), { timeout: 20_000 })
+      .toBe(6);
+    const after = await scrape();
+    expect(value(after, 'sluice_acquired_total', { queue: 'mail' })).toBe(6);
+    expect(value(after, 'sluice_cluster_slots_limit', {})).toBe(2);
+    expect(value(after, 'sluice_dispatch_runs_total', {})).toBeGreaterThan(0);
+    // Task counts come from the cron's minute.
+    await f.worker.scheduled();
+    expect(value(await scrape(), 'sluice_tasks', { queue: 'mail', status: 'succeeded' })).toBe(6);
+  });
+});
