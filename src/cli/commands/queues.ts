@@ -1,0 +1,86 @@
+/** `sluice queues set | reset | pause | resume`: run-time overrides of a queue (admin key). */
+import type { QueueSettingsPatch, QueueView } from '../../sdk/protocol/wire.ts';
+import { type FlagSpec, intFlag, type Parsed } from '../args.ts';
+import { type Command, seg } from '../context.ts';
+import { UsageError } from '../errors.ts';
+import { queueReport } from './status.ts';
+
+const SETTINGS = [
+  ['concurrency', 'concurrency', 'leased tasks the queue may hold at once'],
+  ['key-concurrency', 'key_concurrency', 'leased tasks each key of the queue may hold (keys without a limit of their own)'],
+  ['priority', 'priority', 'order between queues: lower is claimed first'],
+] as const;
+
+const settingFlags: FlagSpec[] = SETTINGS.map(([flag, , help]) => ({
+  name: flag,
+  value: 'N|unset',
+  help: `${help}; \`unset\` drops the override`,
+}));
+
+/** The PUT body: a number sets a field, `unset` sends null (drops that override), others stay as they are. */
+function patchFrom(parsed: Parsed): QueueSettingsPatch {
+  const patch: Record<string, number | null> = {};
+  for (const [flag, field] of SETTINGS) {
+    if (parsed.flags.get(flag) === 'unset') patch[field] = null;
+    else {
+      const n = intFlag(parsed, flag);
+      if (n !== undefined) patch[field] = n;
+    }
+  }
+  if (Object.keys(patch).length === 0) {
+    throw new UsageError(`nothing to set: give at least one of ${SETTINGS.map(([f]) => `--${f}`).join(', ')}`);
+  }
+  return patch;
+}
+
+const set: Command = {
+  words: ['queues', 'set'],
+  args: [{ name: 'QUEUE' }],
+  flags: settingFlags,
+  summary: "override a queue's limits at run time (admin)",
+  details: [
+    'Overrides win over SLUICE_QUEUES until unset (one) or reset (all).',
+    'A lowered limit takes effect at the next claim pass; tasks already leased above it finish.',
+    '`--concurrency unset` drops that one override (the value from SLUICE_QUEUES, else none, applies again).',
+    'Uses PUT /v1/queues/QUEUE; prints the queue as it is now.',
+  ].join('\n'),
+  async run({ api, out }, parsed) {
+    const patch = patchFrom(parsed);
+    const queue = await api.put<QueueView>(`/v1/queues/${seg(parsed.args.QUEUE!)}`, patch);
+    out.result(queue, () => queueReport(queue));
+  },
+};
+
+const reset: Command = {
+  words: ['queues', 'reset'],
+  args: [{ name: 'QUEUE' }],
+  flags: [],
+  summary: 'drop every run-time override of a queue (admin)',
+  details: [
+    "Pause included: SLUICE_QUEUES's values apply again.",
+    'Uses DELETE /v1/queues/QUEUE (404 when the queue has no override).',
+  ].join('\n'),
+  async run({ api, out }, { args }) {
+    const queue = await api.delete<QueueView>(`/v1/queues/${seg(args.QUEUE!)}`);
+    out.result(queue, () => queueReport(queue));
+  },
+};
+
+const pauseOrResume = (action: 'pause' | 'resume', summary: string, effect: string): Command => ({
+  words: ['queues', action],
+  args: [{ name: 'QUEUE' }],
+  flags: [],
+  summary,
+  details: `${effect} Uses POST /v1/queues/QUEUE/${action}.`,
+  async run({ api, out }, { args }) {
+    const queue = await api.post<QueueView>(`/v1/queues/${seg(args.QUEUE!)}/${action}`);
+    out.result(queue, () => queueReport(queue));
+  },
+});
+
+export const queueCommands: Command[] = [
+  set,
+  reset,
+  pauseOrResume('pause', 'stop claiming from a queue (admin)', 'Nothing more is claimed from it; leased tasks finish.'),
+  pauseOrResume('resume', 'claim from a paused queue again (admin)', 'Claiming starts again at once.'),
+];

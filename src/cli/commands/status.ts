@@ -1,0 +1,100 @@
+/** `sluice status [QUEUE]`: queues at a glance; one queue with its settings and who holds its slots. */
+import type { ConcurrencyView, QueueView, SlotView } from '../../sdk/protocol/wire.ts';
+import { type Command, seg } from '../context.ts';
+import { type Cell, sourced, span, table, time } from '../output.ts';
+
+export const status: Command = {
+  words: ['status'],
+  args: [{ name: 'QUEUE', optional: true }],
+  flags: [],
+  summary: 'queues: counts, limits and their source, paused; one queue: its slots',
+  details: [
+    'Every queue with its task counts, effective limits (and where each comes from) and paused state.',
+    'With QUEUE: that queue in full, and its slots: per level (cluster, queue, each key) the limit',
+    "and how many are leased, and each slot's holder (task, lease, how long held, when it expires).",
+    'Uses GET /v1/queues, or GET /v1/queues/QUEUE and /v1/queues/QUEUE/concurrency (tasks:read).',
+  ].join('\n'),
+  async run({ api, out }, { args }) {
+    if (args.QUEUE === undefined) {
+      const data = await api.get<{ queues: QueueView[] }>('/v1/queues');
+      out.result(data, () => (data.queues.length ? queuesTable(data.queues) : 'no queues yet'));
+      return;
+    }
+    const q = seg(args.QUEUE);
+    const [queue, concurrency] = await Promise.all([
+      api.get<QueueView>(`/v1/queues/${q}`),
+      api.get<ConcurrencyView>(`/v1/queues/${q}/concurrency`),
+    ]);
+    out.result({ queue, concurrency }, () => `${queueReport(queue)}\n\n${slotsReport(concurrency, Date.now())}`);
+  },
+};
+
+/** The API counts succeeded tasks only where it says so (newer servers); otherwise "-". */
+function succeeded(q: QueueView): number | null {
+  const n = (q.counts as { succeeded?: unknown }).succeeded;
+  return typeof n === 'number' ? n : null;
+}
+
+function queuesTable(queues: QueueView[]): string {
+  return table(
+    ['QUEUE', 'PENDING', 'LEASED', 'DEAD', 'SUCCEEDED', 'CONCURRENCY', 'KEY CONCURRENCY', 'PRIORITY', 'PAUSED'],
+    queues.map((q) => [
+      q.name,
+      q.counts.pending,
+      q.counts.leased,
+      q.counts.dead,
+      succeeded(q),
+      sourced(q.concurrency),
+      sourced(q.key_concurrency),
+      sourced(q.priority),
+      sourced(q.paused),
+    ]),
+  );
+}
+
+/** A queue's settings, as `status QUEUE` and the commands that change them print it. */
+export function queueReport(q: QueueView): string {
+  const done = succeeded(q);
+  const rows: Array<[string, string]> = [
+    ['tasks', `${q.counts.pending} pending, ${q.counts.leased} leased, ${q.counts.dead} dead${done === null ? '' : `, ${done} succeeded`}`],
+    ['concurrency', sourced(q.concurrency)],
+    ['key concurrency', sourced(q.key_concurrency)],
+    ['priority', sourced(q.priority)],
+    ['paused', sourced(q.paused)],
+    ['key from', q.key_from ?? '-'],
+    ['default url', q.url ?? '-'],
+    ['task defaults', `max_attempts ${q.max_attempts}, lease ${span(q.lease_ms)}, timeout ${span(q.timeout_ms)}`],
+  ];
+  return `queue ${q.name}\n${table(['SETTING', 'VALUE'], rows)}`;
+}
+
+const keyName = (key: string) => (key === '' ? '""' : key);
+const limit = (level: { limit: number | null; source: string }) => sourced({ value: level.limit, source: level.source });
+
+function slotsReport(c: ConcurrencyView, now: number): string {
+  const levels: Cell[][] = [
+    ['cluster', null, limit(c.cluster), c.cluster.active],
+    ['queue', null, limit(c.queue_level), c.queue_level.active],
+    ...c.keys.map((k): Cell[] => ['key', keyName(k.key), limit(k), k.active]),
+    ['no key', null, null, c.keyless.active],
+  ];
+  const holders = [
+    ...c.keys.flatMap((k) => k.slots.map((s) => [keyName(k.key), s] as const)),
+    ...c.keyless.slots.map((s) => [null, s] as const),
+  ];
+  const holderRows = holders.map(([key, s]: readonly [string | null, SlotView]): Cell[] => [
+    s.task_id,
+    key,
+    s.lease_id,
+    time(s.leased_at),
+    span(now - Date.parse(s.leased_at)),
+    span(Date.parse(s.expires_at) - now),
+  ]);
+  const paused = c.queue_level.paused ? ' (paused: nothing new is claimed)' : '';
+  return [
+    `slots of queue ${c.queue}${paused}`,
+    table(['LEVEL', 'KEY', 'LIMIT', 'LEASED'], levels),
+    '',
+    holders.length ? table(['TASK', 'KEY', 'LEASE', 'LEASED AT', 'HELD', 'EXPIRES IN'], holderRows) : 'no slot is held',
+  ].join('\n');
+}

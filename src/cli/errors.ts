@@ -1,0 +1,83 @@
+/** What can go wrong in the CLI, each with the exit code scripts see (listed in `sluice --help`). */
+
+export const EXIT = {
+  ok: 0,
+  /** The API refused the request (4xx). */
+  refused: 1,
+  /** Bad command line or settings: nothing was sent. */
+  usage: 2,
+  /** Sluice could not be reached, gave no answer in time, or failed (5xx). */
+  unavailable: 3,
+} as const;
+
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+/** A problem as `--json` writes it to stderr: the API's problem document, or one of the same shape. */
+export interface ProblemOut {
+  status?: number;
+  code: string;
+  detail: string;
+  issues?: FieldIssue[];
+  retry_after_s?: number;
+}
+
+export abstract class CliError extends Error {
+  abstract readonly exitCode: number;
+  abstract problem(): ProblemOut;
+}
+
+export class UsageError extends CliError {
+  override name = 'UsageError';
+  readonly exitCode = EXIT.usage;
+  problem(): ProblemOut {
+    return { code: 'usage', detail: this.message };
+  }
+}
+
+/** The API answered with a problem document (RFC 9457). */
+export class ApiError extends CliError {
+  override name = 'ApiError';
+  readonly exitCode: number;
+  readonly status: number;
+  readonly code: string;
+  readonly issues: FieldIssue[];
+  readonly retryAfterS: number | null;
+  constructor(status: number, code: string, detail: string, issues: FieldIssue[], retryAfterS: number | null) {
+    super(detail);
+    this.status = status;
+    this.code = code;
+    this.issues = issues;
+    this.retryAfterS = retryAfterS;
+    this.exitCode = status >= 500 ? EXIT.unavailable : EXIT.refused;
+  }
+  problem(): ProblemOut {
+    return {
+      status: this.status,
+      code: this.code,
+      detail: this.message,
+      ...(this.issues.length ? { issues: this.issues } : {}),
+      ...(this.retryAfterS === null ? {} : { retry_after_s: this.retryAfterS }),
+    };
+  }
+}
+
+/** No answer: refused connection, unknown host, timeout, or an answer that is not Sluice's. */
+export class UnreachableError extends CliError {
+  override name = 'UnreachableError';
+  readonly exitCode = EXIT.unavailable;
+  problem(): ProblemOut {
+    return { code: 'unreachable', detail: this.message };
+  }
+}
+
+/** The one line (plus one per issue) a problem takes on stderr. */
+export function describeProblem(error: CliError): string {
+  const p = error.problem();
+  const head = p.status === undefined ? p.detail : `${p.status} ${p.code}: ${p.detail}`;
+  const retry = p.retry_after_s === undefined ? '' : ` (retry after ${p.retry_after_s} s)`;
+  const issues = (p.issues ?? []).map((i) => `\n  ${i.path || '(request)'}: ${i.message}`).join('');
+  return `sluice: ${head}${retry}${issues}\n`;
+}
