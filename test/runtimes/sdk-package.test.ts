@@ -5,7 +5,7 @@
  * running Sluice (the Node server on real Postgres) and answers 2xx, so the task succeeds; a
  * push altered on its way and a push signed with another key are both refused.
  */
-import { type ChildProcess, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request as forward, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -106,10 +106,14 @@ const START: Record<Runtime, (dir: string) => Promise<string>> = {
   workerd: startWorker,
 };
 
-/** Each program imports the SDK by name, resolved from its own project's node_modules. */
+/**
+ * Each program imports the SDK by name, resolved from its own project's node_modules: Node, Bun
+ * and Deno resolve from the importing file's folder, not from the working directory (spawnReady
+ * starts every process from the repository's root).
+ */
 async function spawnReceiver(command: string, args: string[]): Promise<string> {
   const port = await freePort();
-  const child: ChildProcess = await spawnReady(command, args, { SLUICE_URL: sluice.url, PORT: String(port) }, 'listening on');
+  const child = await spawnReady(command, args, { SLUICE_URL: sluice.url, PORT: String(port) }, 'listening on');
   stops.push(async () => child.kill('SIGKILL'));
   return `http://127.0.0.1:${port}`;
 }
