@@ -38,7 +38,13 @@ interface ScheduledFetcher {
   scheduled(options: { cron: string; scheduledTime: Date }): Promise<{ outcome: string }>;
 }
 
-export async function startWorker(options: { vars: Record<string, string>; port?: number; script?: string }): Promise<RunningWorker> {
+export async function startWorker(options: {
+  vars: Record<string, string>;
+  port?: number;
+  script?: string;
+  /** A folder for the Durable Objects' storage (their alarms included), kept across restarts; default in memory. */
+  persist?: string;
+}): Promise<RunningWorker> {
   const script = options.script ?? (await bundleWorker());
   const mf = new Miniflare({
     modules: true,
@@ -50,6 +56,7 @@ export async function startWorker(options: { vars: Record<string, string>; port?
       SCHEDULER: { className: 'Scheduler', useSQLite: true },
       PUSHERS: { className: 'Pusher', useSQLite: true },
     },
+    ...(options.persist ? { durableObjectsPersist: options.persist } : {}),
     host: '127.0.0.1',
     port: options.port ?? 0,
     unsafeTriggerHandlers: true,
