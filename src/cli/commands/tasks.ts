@@ -97,7 +97,7 @@ function taskReport(t: TaskDetail): string {
     ['headers', t.header_names.join(', ') || null],
     ['body', short(body, 400) && `${t.content_type}: ${short(body, 400)}`],
     ['result', short(t.result, 400)],
-    ['last error', t.last_error === null ? null : `${t.last_status ?? '-'}: ${short(t.last_error, 400)}`],
+    ['last error', short(t.last_error, 400)],
   ];
   const attempts = t.attempt_history.map((a) => [
     a.attempt,

@@ -1,0 +1,487 @@
+/**
+ * The `sluice` CLI (src/cli) as a user runs it: the real bin as a child process, against the
+ * Node server on a test database and against the Worker in workerd. Every command's effect is
+ * checked in the database or through the API, not only in what the CLI prints; `--json` output
+ * is checked against /openapi.json where it is an API answer passed through.
+ */
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GLOBAL_FLAGS } from '../../src/cli/args.ts';
+import { COMMANDS } from '../../src/cli/commands/index.ts';
+import { freePort } from '../../src/node/postgres.ts';
+import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
+import { generateApiKey } from '../../src/security/api-keys.ts';
+import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
+import { contractProblem } from '../helpers/contract.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { type ReceivedPush, startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { BIN, ROOT } from '../helpers/process.ts';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
+
+const adminKey = await generateApiKey('admin', ['admin']);
+const withAdmin = (secrets: TestSecrets) => JSON.stringify([...JSON.parse(secrets.apiKeysJson), adminKey.entry]);
+
+/** How the test endpoint answers, by path: keep the lease and go silent, fail each task's first push, or 200. */
+function replies(endpoint: TestEndpoint): void {
+  const seen = new Set<string>();
+  endpoint.reply((push: ReceivedPush) => {
+    if (push.path.startsWith('/keep')) return { status: 202, headers: { 'Sluice-Ack': 'lease' } };
+    const id = push.headers['sluice-task-id'] as string;
+    if (push.path.startsWith('/fail-once') && !seen.has(id)) {
+      seen.add(id);
+      return { status: 500, body: 'first push fails' };
+    }
+    return { status: 200, body: 'ok' };
+  });
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+interface Target {
+  url: string;
+  env: Record<string, string>;
+}
+
+/** The bin as package.json names it, run by the project's Node 22. */
+const BIN_SLUICE = [`${BIN}/node`, 'src/cli/sluice.mjs'];
+
+interface RunOptions {
+  env?: Record<string, string>;
+  command?: string[];
+}
+
+/** Starts `command` (default: the bin) with `args`, Sluice's URL and a key in the environment; its output so far. */
+function spawnCli(target: Target, args: string[], options: RunOptions = {}) {
+  const [bin, ...pre] = options.command ?? BIN_SLUICE;
+  const child = spawn(bin!, [...pre, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, DENO_NO_UPDATE_CHECK: '1', ...target.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => {
+    output.stdout += chunk;
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    output.stderr += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { child, output, exited };
+}
+
+async function sluice(target: Target, args: string[], options: RunOptions = {}): Promise<Run> {
+  const { output, exited } = spawnCli(target, args, options);
+  return { code: await exited, ...output };
+}
+
+/** Its stdout as JSON, failing with what it printed when it did not succeed. */
+async function json<T = Record<string, unknown>>(run: Promise<Run>): Promise<T> {
+  const r = await run;
+  expect(r, r.stderr).toMatchObject({ code: 0 });
+  return JSON.parse(r.stdout) as T;
+}
+
+/** `--json` output that is an API answer passed through is what /openapi.json documents for it. */
+async function expectDocumented(method: string, url: string, body: unknown): Promise<void> {
+  const response = new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+  expect(await contractProblem(method, new URL(url), response)).toBeNull();
+}
+
+async function api<T = Record<string, unknown>>(target: Target, path: string, init: RequestInit = {}): Promise<T> {
+  const res = await fetch(`${target.url}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${target.env.SLUICE_API_KEY}`, 'content-type': 'application/json' },
+  });
+  expect(res.ok, `${path}: ${res.status}`).toBe(true);
+  return (await res.json()) as T;
+}
+
+const enqueue = (target: Target, task: Record<string, unknown>) =>
+  api<{ id: string }>(target, '/v1/tasks', { method: 'POST', body: JSON.stringify(task) }).then((t) => t.id);
+
+async function until<T>(probe: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== null && value !== false) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** `sluice tail` as a running child: its lines as they come, and an end by SIGINT. */
+function startTail(target: Target, args: string[]) {
+  const { child, output, exited } = spawnCli(target, ['tail', ...args]);
+  // Whole lines only: a chunk may end within one.
+  const lines = () => output.stdout.split('\n').slice(0, -1);
+  return {
+    lines,
+    waitFor: (test: (line: string) => boolean, what: string) => until(async () => lines().find(test), `tail to print ${what}`),
+    /** Ctrl-C: resolves with the exit code. */
+    interrupt: () => {
+      child.kill('SIGINT');
+      return exited;
+    },
+    stderr: () => output.stderr,
+  };
+}
+
+describe('sluice against the Node server', () => {
+  let t: TestDatabase;
+  let endpoint: TestEndpoint;
+  let secrets: TestSecrets;
+  let server: NodeSluice;
+  let broken: NodeSluice;
+  let as: { admin: Target; writer: Target; reader: Target };
+
+  beforeAll(async () => {
+    [t, endpoint, secrets] = await Promise.all([createTestDatabase(), startEndpoint(), makeSecrets()]);
+    replies(endpoint);
+    const env = testEnv(secrets, t.url, {
+      SLUICE_API_KEYS: withAdmin(secrets),
+      SLUICE_QUEUES: JSON.stringify({ envq: { concurrency: 7 } }),
+    });
+    server = await startNodeSluice({ env });
+    // The same keys, and a database that does not answer: every call is a 503.
+    broken = await startNodeSluice({
+      env: { ...env, DATABASE_URL: `postgres://nobody@127.0.0.1:${await freePort()}/none` },
+      dispatch: false,
+      connectTimeoutMs: 500,
+    });
+    const target = (key: string): Target => ({ url: server.url, env: { SLUICE_URL: server.url, SLUICE_API_KEY: key } });
+    as = { admin: target(adminKey.key), writer: target(secrets.apiKey), reader: target(secrets.readKey) };
+  });
+  afterAll(async () => {
+    await Promise.all([server?.close(), broken?.close()]);
+    await endpoint?.close();
+    await t?.drop();
+  });
+
+  const row = async (sql: string, params: unknown[]) => (await t.db.query<Record<string, unknown>>(sql, params))[0];
+  const taskRow = (id: string) =>
+    row('select status, attempts, lease_id, queue, concurrency_key, body from sluice.tasks where id = $1', [id]);
+
+  describe('help', () => {
+    it('lists every command, and each command names all of its flags and the global ones', async () => {
+      const main = await sluice(as.reader, ['--help']);
+      expect(main.code).toBe(0);
+      for (const c of COMMANDS) expect(main.stdout).toContain(c.words.join(' '));
+      expect(main.stdout).toMatch(/Exit codes:[\s\S]*\b1\b.*4xx[\s\S]*\b2\b.*usage[\s\S]*\b3\b.*5xx/);
+      const helps = await Promise.all(COMMANDS.map((c) => sluice(as.reader, [...c.words, '--help'], { env: { SLUICE_URL: '' } })));
+      COMMANDS.forEach((c, i) => {
+        expect(helps[i]!.code, c.words.join(' ')).toBe(0);
+        for (const f of [...c.flags, ...GLOBAL_FLAGS])
+          expect(helps[i]!.stdout, `${c.words.join(' ')} --${f.name}`).toContain(`--${f.name}`);
+      });
+      expect((await sluice(as.reader, ['help', 'tail'])).stdout).toContain('How it works');
+    });
+  });
+
+  describe('exit codes', () => {
+    it('2 for a usage error, naming the problem, with nothing sent', async () => {
+      const cases: Array<[string[], RegExp]> = [
+        [['tasks', 'get'], /missing ID/],
+        [['nonsense'], /unknown command "nonsense"/],
+        [['tasks', 'list', '--limit', 'many'], /--limit must be a whole number/],
+        [['tasks', 'list', '--colour'], /unknown option --colour/],
+        [['queues', 'set', 'q'], /nothing to set/],
+        [['tasks'], /which one\?/],
+      ];
+      for (const [args, message] of cases) {
+        const r = await sluice(as.admin, args);
+        expect(r.code, args.join(' ')).toBe(2);
+        expect(r.stderr).toMatch(message);
+      }
+      const noUrl = await sluice(as.reader, ['status'], { env: { SLUICE_URL: '' } });
+      expect(noUrl).toMatchObject({ code: 2, stdout: '' });
+      expect(noUrl.stderr).toContain('set SLUICE_URL or give --url');
+      const asJson = await sluice(as.reader, ['status', '--json'], { env: { SLUICE_API_KEY: '' } });
+      expect(asJson.code).toBe(2);
+      expect(JSON.parse(asJson.stderr)).toEqual({ code: 'usage', detail: 'no API key: set SLUICE_API_KEY or give --api-key' });
+    });
+
+    it('1 when the API refuses (4xx), with its status, code and detail on stderr', async () => {
+      const missing = await sluice(as.reader, ['tasks', 'get', '999999']);
+      expect(missing).toMatchObject({ code: 1, stdout: '' });
+      expect(missing.stderr).toBe('sluice: 404 not_found: task 999999 was not found\n');
+      const forbidden = await sluice(as.reader, ['queues', 'pause', 'q1', '--json']);
+      expect(forbidden.code).toBe(1);
+      expect(JSON.parse(forbidden.stderr)).toMatchObject({ status: 403, code: 'forbidden' });
+      expect(await row('select paused from sluice.queues where name = $1', ['q1'])).toBeUndefined();
+      const invalid = await sluice(as.admin, ['keys', 'set', 'q1', 'k', '--limit', '0']);
+      expect(invalid.code).toBe(1);
+      expect(invalid.stderr).toMatch(/^sluice: 400 invalid_request: .*\n {2}limit: /);
+    });
+
+    it('3 when Sluice cannot be reached, or fails (5xx)', async () => {
+      const closed = `http://127.0.0.1:${await freePort()}`;
+      const unreachable = await sluice(as.reader, ['status', '--url', closed]);
+      expect(unreachable.code).toBe(3);
+      expect(unreachable.stderr).toMatch(new RegExp(`^sluice: cannot reach Sluice at ${closed}: .*ECONNREFUSED`));
+      const asJson = await sluice(as.reader, ['tasks', 'list', '--json', '--url', closed]);
+      expect(asJson.code).toBe(3);
+      expect(JSON.parse(asJson.stderr)).toMatchObject({ code: 'unreachable' });
+      const down = await sluice(as.reader, ['status', '--url', broken.url]);
+      expect(down.code).toBe(3);
+      expect(down.stderr).toMatch(/^sluice: 503 database_unavailable: .* \(retry after 1 s\)\n$/);
+    });
+  });
+
+  describe('status and queues', () => {
+    it('status shows counts, limits with their source and paused; queues set, pause, resume and reset change them', async () => {
+      await Promise.all([1, 2].map(() => enqueue(as.writer, { queue: 'envq', url: `${endpoint.url}/keep`, delay_ms: 600_000 })));
+      const all = await json<{ queues: Array<Record<string, unknown>> }>(sluice(as.reader, ['status', '--json']));
+      await expectDocumented('GET', `${server.url}/v1/queues`, all);
+      expect(all.queues.find((q) => q.name === 'envq')).toMatchObject({
+        concurrency: { value: 7, source: 'env' },
+        paused: { value: false, source: 'default' },
+        counts: { pending: 2, leased: 0, dead: 0 },
+      });
+      const text = await sluice(as.reader, ['status']);
+      expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +DEAD +SUCCEEDED +CONCURRENCY/);
+      expect(text.stdout).toMatch(/\nenvq +2 +0 +0 +- +7 \(env\) +none \(default\) +0 \(default\) +no \(default\)\n/);
+
+      const set = await json(
+        sluice(as.admin, ['queues', 'set', 'envq', '--concurrency', '3', '--key-concurrency', '2', '--priority', '-1', '--json']),
+      );
+      expect(set).toMatchObject({ concurrency: { value: 3, source: 'override' }, key_concurrency: { value: 2, source: 'override' } });
+      expect(await row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
+        options: { concurrency: 3, key_concurrency: 2, priority: -1 },
+      });
+      const unset = await sluice(as.admin, ['queues', 'set', 'envq', '--concurrency', 'unset']);
+      expect(unset.stdout).toMatch(/concurrency +7 \(env\)/);
+      expect(await row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
+        options: { key_concurrency: 2, priority: -1 },
+      });
+
+      expect((await sluice(as.admin, ['queues', 'pause', 'envq'])).stdout).toMatch(/paused +yes \(override\)/);
+      expect(await row('select paused from sluice.queues where name = $1', ['envq'])).toEqual({ paused: true });
+      await json(sluice(as.admin, ['queues', 'resume', 'envq', '--json']));
+      expect(await row('select paused from sluice.queues where name = $1', ['envq'])).toEqual({ paused: false });
+      const reset = await json(sluice(as.admin, ['queues', 'reset', 'envq', '--json']));
+      expect(reset).toMatchObject({ concurrency: { value: 7, source: 'env' }, key_concurrency: { value: null, source: 'default' } });
+      expect(await row('select 1 from sluice.queues where name = $1', ['envq'])).toBeUndefined();
+      expect((await sluice(as.admin, ['queues', 'reset', 'envq'])).code).toBe(1);
+    });
+
+    it('keys set and clear a key limit; status QUEUE shows it and every slot holder', async () => {
+      const set = await json(sluice(as.admin, ['keys', 'set', 'kq', 'tenant/1 ü', '--limit', '4', '--json']));
+      expect(set).toEqual({ queue: 'kq', key: 'tenant/1 ü', limit: 4, source: 'override' });
+      expect(await row('select "limit" from sluice.key_limits where queue = $1 and concurrency_key = $2', ['kq', 'tenant/1 ü'])).toEqual({
+        limit: 4,
+      });
+      const id = await enqueue(as.writer, { queue: 'kq', url: `${endpoint.url}/keep`, concurrency_key: 'tenant/1 ü' });
+      await until(async () => (await taskRow(id))?.status === 'leased', 'the task to be leased');
+      const one = await json<{
+        queue: object;
+        concurrency: { keys: Array<{ key: string; limit: number; slots: Array<{ task_id: string }> }> };
+      }>(sluice(as.reader, ['status', 'kq', '--json']));
+      await expectDocumented('GET', `${server.url}/v1/queues/kq/concurrency`, one.concurrency);
+      expect(one.concurrency.keys).toEqual([
+        expect.objectContaining({ key: 'tenant/1 ü', limit: 4, slots: [expect.objectContaining({ task_id: id })] }),
+      ]);
+      const text = (await sluice(as.reader, ['status', 'kq'])).stdout;
+      expect(text).toMatch(/key +tenant\/1 ü +4 \(override\) +1/);
+      expect(text).toContain(String((await taskRow(id))!.lease_id));
+
+      expect(await json(sluice(as.admin, ['keys', 'clear', 'kq', 'tenant/1 ü', '--json']))).toEqual({
+        queue: 'kq',
+        key: 'tenant/1 ü',
+        cleared: true,
+      });
+      expect(await row('select 1 from sluice.key_limits where queue = $1', ['kq'])).toBeUndefined();
+      expect((await sluice(as.admin, ['keys', 'clear', 'kq', 'tenant/1 ü'])).code).toBe(1);
+      expect((await sluice(as.admin, ['keys', 'set', 'kq', '', '--limit', '2'])).code).toBe(2);
+    });
+
+    it('lease release frees a held lease only with --force', async () => {
+      const id = await enqueue(as.writer, { queue: 'stuck', url: `${endpoint.url}/keep`, lease_ms: 600_000, timeout_ms: 5_000 });
+      const lease = await until(async () => (await taskRow(id))?.lease_id as string | null, 'the lease');
+      // Paused, so that the released task stays pending instead of being pushed again at once.
+      await json(sluice(as.admin, ['queues', 'pause', 'stuck', '--json']));
+
+      const refused = await sluice(as.admin, ['lease', 'release', 'stuck', lease]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/not released: .* Add --force/);
+      expect(await taskRow(id)).toMatchObject({ status: 'leased', lease_id: lease });
+
+      const released = await json(sluice(as.admin, ['lease', 'release', 'stuck', lease, '--force', '--json']));
+      expect(released).toEqual({ released: true, task_id: id, lease_id: lease });
+      expect(await taskRow(id)).toMatchObject({ status: 'pending', lease_id: null, attempts: 0 });
+      const task = await api<{ attempt_history: unknown[] }>(as.reader, `/v1/tasks/${id}`);
+      expect(task.attempt_history).toEqual([expect.objectContaining({ lease_id: lease, outcome: 'released' })]);
+      expect((await sluice(as.admin, ['lease', 'release', 'stuck', lease, '--force'])).code).toBe(1);
+    });
+  });
+
+  describe('tasks', () => {
+    it('enqueue writes the task; get shows it; list filters by queue, status and key and pages', async () => {
+      const made = await json<{ id: string; deduplicated: boolean }>(
+        sluice(as.writer, [
+          'tasks',
+          'enqueue',
+          '--endpoint',
+          `${endpoint.url}/ok`,
+          '--queue',
+          'tq',
+          '--body',
+          '{"n":1}',
+          '--key',
+          'a',
+          '--dedup-key',
+          'd1',
+          '--delay',
+          '600000',
+          '--json',
+        ]),
+      );
+      await expectDocumented('POST', `${server.url}/v1/tasks`, made);
+      expect(made.deduplicated).toBe(false);
+      expect(await taskRow(made.id)).toMatchObject({ status: 'pending', queue: 'tq', concurrency_key: 'a', body: '{"n":1}' });
+      const again = await sluice(as.writer, [
+        'tasks',
+        'enqueue',
+        '--data',
+        JSON.stringify({ url: `${endpoint.url}/ok`, queue: 'tq', dedup_key: 'd1' }),
+      ]);
+      expect(again.stdout).toBe(`deduplicated: task ${made.id} (queue tq): pending\n`);
+      const other = await enqueue(as.writer, { queue: 'tq', url: `${endpoint.url}/ok`, concurrency_key: 'b', delay_ms: 600_000 });
+
+      const got = await json<{ id: string; body: unknown }>(sluice(as.reader, ['tasks', 'get', made.id, '--json']));
+      await expectDocumented('GET', `${server.url}/v1/tasks/${made.id}`, got);
+      expect(got).toMatchObject({ id: made.id, body: { n: 1 } });
+      expect((await sluice(as.reader, ['tasks', 'get', made.id])).stdout).toMatch(/body +application\/json: \{"n":1\}/);
+
+      const byKey = await json<{ tasks: Array<{ id: string }> }>(
+        sluice(as.reader, ['tasks', 'list', '--queue', 'tq', '--key', 'b', '--json']),
+      );
+      await expectDocumented('GET', `${server.url}/v1/tasks`, byKey);
+      expect(byKey.tasks.map((x) => x.id)).toEqual([other]);
+      const pending = await json<{ tasks: Array<{ id: string }> }>(
+        sluice(as.reader, ['tasks', 'list', '--queue', 'tq', '--status', 'pending', '--json']),
+      );
+      expect(pending.tasks.map((x) => x.id)).toEqual([other, made.id]);
+      const first = await sluice(as.reader, ['tasks', 'list', '--queue', 'tq', '--limit', '1']);
+      expect(first.stdout).toMatch(new RegExp(`^ID +QUEUE +STATUS +KEY +ATTEMPTS[^\\n]*\\n${other} +tq +pending +b +0/5`));
+      const cursor = /more: --cursor (\S+)/.exec(first.stderr)?.[1];
+      const rest = await json<{ tasks: Array<{ id: string }> }>(
+        sluice(as.reader, ['tasks', 'list', '--queue', 'tq', '--cursor', cursor!, '--json']),
+      );
+      expect(rest.tasks.map((x) => x.id)).toEqual([made.id]);
+      expect((await sluice(as.reader, ['tasks', 'list', '--status', 'finished'])).code).toBe(1);
+    });
+
+    it('list --limit beyond one page of the API follows its cursor', async () => {
+      const tasks = Array.from({ length: 620 }, (_, n) => ({ queue: 'many', url: `${endpoint.url}/ok`, delay_ms: 600_000, body: { n } }));
+      await api(as.writer, '/v1/tasks/batch', { method: 'POST', body: JSON.stringify({ tasks }) });
+      const listed = await json<{ tasks: Array<{ id: string }>; next_cursor: string | null }>(
+        sluice(as.reader, ['tasks', 'list', '--queue', 'many', '--limit', '610', '--json']),
+      );
+      const ids = (await t.db.query<{ id: string }>(`select id::text from sluice.tasks t where queue = 'many' order by t.id desc`)).map(
+        (r) => r.id,
+      );
+      expect(listed.tasks.map((x) => x.id)).toEqual(ids.slice(0, 610));
+      expect(listed.next_cursor).not.toBeNull();
+    });
+
+    it('retry redrives a dead task, and cancel cancels a pending one', async () => {
+      const id = await enqueue(as.writer, { queue: 'rq', url: `${endpoint.url}/fail-once`, max_attempts: 1 });
+      await until(async () => (await taskRow(id))?.status === 'dead', 'the task to die');
+      const notDead = await sluice(as.writer, ['tasks', 'cancel', id]);
+      expect(notDead.code).toBe(1);
+      expect(notDead.stderr).toMatch(/409 already_finished/);
+      const retried = await json<{ status: string }>(sluice(as.writer, ['tasks', 'retry', id, '--json']));
+      expect(retried.status).toBe('pending');
+      await until(async () => (await taskRow(id))?.status === 'succeeded', 'the redriven task to succeed');
+
+      const later = await enqueue(as.writer, { queue: 'rq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      expect((await sluice(as.writer, ['tasks', 'retry', later])).stderr).toMatch(/409 not_dead/);
+      expect((await sluice(as.writer, ['tasks', 'cancel', later])).stdout).toBe(`task ${later} (queue rq): cancelled\n`);
+      expect(await taskRow(later)).toMatchObject({ status: 'cancelled' });
+    });
+  });
+
+  describe('tail', () => {
+    it('prints a new task and its finish, as JSON lines, and ends with 0 on Ctrl-C', async () => {
+      const before = await enqueue(as.writer, { queue: 'tailq', url: `${endpoint.url}/ok` });
+      await until(async () => (await taskRow(before))?.status === 'succeeded', 'the first task');
+      const tail = startTail(as.reader, ['--queue', 'tailq', '--interval', '100', '--lines', '1', '--json']);
+      await tail.waitFor((l) => JSON.parse(l).event === 'recent', 'the recent task');
+      const id = await enqueue(as.writer, { queue: 'tailq', url: `${endpoint.url}/fail-once`, backoff: { initial_ms: 300 } });
+      await tail.waitFor((l) => JSON.parse(l).event === 'finished' && JSON.parse(l).task.id === id, 'the finish');
+      expect(await tail.interrupt()).toBe(0);
+      const events = tail.lines().map((l) => JSON.parse(l) as { event: string; task: { id: string; status: string } });
+      expect(events[0]).toMatchObject({ event: 'recent', task: { id: before, status: 'succeeded' } });
+      expect(events.filter((e) => e.task.id === id).map((e) => e.event)).toEqual(expect.arrayContaining(['new', 'finished']));
+      expect(events.at(-1)).toMatchObject({ event: 'finished', task: { id, status: 'succeeded' } });
+      expect(await taskRow(id)).toMatchObject({ status: 'succeeded', attempts: 2 });
+      expect(tail.stderr()).toBe('');
+    });
+  });
+
+  describe('runtimes', () => {
+    it('runs under a Node that cannot strip types (through the project Node), Bun, Deno and npx', async () => {
+      const id = await enqueue(as.writer, { queue: 'rt', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      const commands = [
+        [`${BIN}/node`, '--no-experimental-strip-types', 'src/cli/sluice.mjs'],
+        [`${BIN}/bun`, 'src/cli/sluice.mjs'],
+        [`${BIN}/deno`, 'run', '-A', 'src/cli/sluice.mjs'],
+        ['npx', '--no', 'sluice'],
+      ];
+      for (const command of commands) {
+        const got = await json<{ id: string }>(sluice(as.reader, ['tasks', 'get', id, '--json'], { command }));
+        expect(got.id, command.join(' ')).toBe(id);
+      }
+    });
+  });
+});
+
+describe('sluice against the Worker', () => {
+  const f = useWorkerFixture((f) => ({ SLUICE_API_KEYS: withAdmin(f.secrets) }));
+  const target = (key: string): Target => ({ url: f.worker.url, env: { SLUICE_URL: f.worker.url, SLUICE_API_KEY: key } });
+  const taskRow = async (id: string) =>
+    (await f.t.db.query<{ status: string; lease_id: string | null }>('select status, lease_id from sluice.tasks where id = $1', [id]))[0];
+  beforeAll(() => replies(f.endpoint));
+
+  it('tail prints a task enqueued with the CLI and its finish; status and queues set see and change the queue', async () => {
+    const enqueueWithCli = () =>
+      json<{ id: string }>(
+        sluice(target(f.secrets.apiKey), ['tasks', 'enqueue', '--endpoint', `${f.endpoint.url}/ok`, '--queue', 'wq', '--json']),
+      );
+    const first = await enqueueWithCli();
+    await until(async () => (await taskRow(first.id))?.status === 'succeeded', 'the first task');
+    const tail = startTail(target(f.secrets.readKey), ['--queue', 'wq', '--interval', '100', '--lines', '1']);
+    expect(await tail.waitFor((l) => /\brecent\b/.test(l), 'the first task')).toMatch(
+      new RegExp(`recent +${first.id} +wq +- +succeeded +1/5$`),
+    );
+    const made = await enqueueWithCli();
+    const finished = await tail.waitFor((l) => /\bfinished\b/.test(l), 'the finish');
+    expect(finished).toMatch(new RegExp(`^\\S+Z +finished +${made.id} +wq +- +succeeded +1/5$`));
+    expect(await tail.interrupt()).toBe(0);
+    expect(await taskRow(made.id)).toMatchObject({ status: 'succeeded' });
+
+    const admin = target(adminKey.key);
+    expect((await sluice(admin, ['queues', 'set', 'wq', '--concurrency', '2'])).stdout).toMatch(/concurrency +2 \(override\)/);
+    const one = await json<{ queue: object; concurrency: object }>(sluice(admin, ['status', 'wq', '--json']));
+    await expectDocumented('GET', `${f.worker.url}/v1/queues/wq`, one.queue);
+    expect(one.queue).toMatchObject({ concurrency: { value: 2, source: 'override' } });
+    expect((await f.t.db.query('select options from sluice.queues where name = $1', ['wq']))[0]).toEqual({ options: { concurrency: 2 } });
+  });
+
+  it('lease release --force frees a lease the endpoint keeps', async () => {
+    const admin = target(adminKey.key);
+    const id = await enqueue(admin, { queue: 'wstuck', url: `${f.endpoint.url}/keep`, lease_ms: 600_000, timeout_ms: 5_000 });
+    const lease = await until(async () => (await taskRow(id))?.lease_id, 'the lease');
+    await json(sluice(admin, ['queues', 'pause', 'wstuck', '--json']));
+    expect((await sluice(admin, ['lease', 'release', 'wstuck', lease])).code).toBe(2);
+    expect(await taskRow(id)).toMatchObject({ status: 'leased', lease_id: lease });
+    expect((await sluice(admin, ['lease', 'release', 'wstuck', lease, '--force'])).stdout).toBe(
+      `released lease ${lease}: task ${id} is pending again, its attempt given back\n`,
+    );
+    expect(await taskRow(id)).toMatchObject({ status: 'pending', lease_id: null });
+  });
+});
