@@ -48,6 +48,20 @@ export class Api {
 
   /** The answer's JSON (`null` for 204), or an `ApiError` / `UnreachableError` / `Interrupted`. */
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const { response, text, where } = await this.#send(method, path, body);
+    if (response.status === 204) return null as T;
+    const data = parseJson(text);
+    if (data === undefined) throw new UnreachableError(`the answer from ${where} is not JSON: is ${this.#options.url} a Sluice?`);
+    return data as T;
+  }
+
+  /** A GET whose answer is text (GET /metrics). */
+  async text(path: string): Promise<string> {
+    return (await this.#send('GET', path)).text;
+  }
+
+  /** Sends one request; a 2xx answer with its text, else the error it comes to. */
+  async #send(method: string, path: string, body?: unknown): Promise<{ response: Response; text: string; where: string }> {
     const { url, apiKey, timeoutMs, signal } = this.#options;
     const where = `${url}${path.split('?')[0]}`;
     let response: Response;
@@ -71,9 +85,8 @@ export class Api {
       const location = response.headers.get('location') ?? '(no Location)';
       throw new UnreachableError(`${where} answered ${response.status}, redirecting to ${location}: give that URL instead`);
     }
-    const data = parseJson(text);
     if (!response.ok) {
-      const problem = (data ?? {}) as { code?: unknown; detail?: unknown; issues?: unknown };
+      const problem = (parseJson(text) ?? {}) as { code?: unknown; detail?: unknown; issues?: unknown };
       const retryAfter = response.headers.get('retry-after');
       throw new ApiError(
         response.status,
@@ -83,9 +96,7 @@ export class Api {
         retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : null,
       );
     }
-    if (response.status === 204) return null as T;
-    if (data === undefined) throw new UnreachableError(`the answer from ${where} is not JSON: is ${url} a Sluice?`);
-    return data as T;
+    return { response, text, where };
   }
 }
 

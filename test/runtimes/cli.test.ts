@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GLOBAL_FLAGS } from '../../src/cli/args.ts';
 import { COMMANDS } from '../../src/cli/commands/index.ts';
+import { taskCountsRefresh } from '../../src/db/metrics.ts';
 import { freePort } from '../../src/node/postgres.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
@@ -244,6 +245,8 @@ describe('sluice against the Node server', () => {
       const text = await sluice(as.reader, ['status']);
       expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +DEAD +SUCCEEDED +CONCURRENCY/);
       expect(text.stdout).toMatch(/\nenvq +2 +0 +0 +- +7 \(env\) +none \(default\) +0 \(default\) +no \(default\)\n/);
+      // Succeeded tasks come from GET /metrics, which a reader's key may not see.
+      expect(text.stderr).toBe('sluice: succeeded counts need a key with metrics:read or admin (they come from GET /metrics)\n');
 
       const set = await json(
         sluice(as.admin, ['queues', 'set', 'envq', '--concurrency', '3', '--key-concurrency', '2', '--priority', '-1', '--json']),
@@ -266,6 +269,24 @@ describe('sluice against the Node server', () => {
       expect(reset).toMatchObject({ concurrency: { value: 7, source: 'env' }, key_concurrency: { value: null, source: 'default' } });
       expect(await row('select 1 from sluice.queues where name = $1', ['envq'])).toBeUndefined();
       expect((await sluice(as.admin, ['queues', 'reset', 'envq'])).code).toBe(1);
+    });
+
+    it('status counts succeeded tasks as a dispatcher last counted them, for a key that may read /metrics', async () => {
+      const ids = await Promise.all([1, 2].map(() => enqueue(as.writer, { queue: 'doneq', url: `${endpoint.url}/ok` })));
+      await until(async () => (await Promise.all(ids.map(taskRow))).every((r) => r?.status === 'succeeded'), 'the tasks to succeed');
+      await taskCountsRefresh(t.db);
+      const all = await json<{ queues: Array<{ name: string; counts: object }>; succeeded_counted_at: string }>(
+        sluice(as.admin, ['status', '--json']),
+      );
+      expect(all.queues.find((q) => q.name === 'doneq')!.counts).toEqual({ pending: 0, leased: 0, dead: 0, succeeded: 2 });
+      expect(Date.parse(all.succeeded_counted_at)).not.toBeNaN();
+      const one = await sluice(as.admin, ['status', 'doneq']);
+      expect(one.stdout).toMatch(/tasks +0 pending, 0 leased, 0 dead, 2 succeeded\n/);
+      expect(one.stdout).toMatch(/\nsucceeded: within the retention window, as counted \d+m?s ago\n/);
+      const reader = await json<{ queue: { counts: object }; succeeded_counted_at: null }>(
+        sluice(as.reader, ['status', 'doneq', '--json']),
+      );
+      expect(reader).toMatchObject({ queue: { counts: { succeeded: null } }, succeeded_counted_at: null });
     });
 
     it('keys set and clear a key limit; status QUEUE shows it and every slot holder', async () => {

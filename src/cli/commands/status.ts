@@ -2,6 +2,7 @@
 import type { ConcurrencyView, QueueView, SlotView } from '../../sdk/protocol/wire.ts';
 import { type Command, seg } from '../context.ts';
 import { type Cell, sourced, span, table, time } from '../output.ts';
+import { readSucceeded, type Succeeded } from '../succeeded.ts';
 
 export const status: Command = {
   words: ['status'],
@@ -13,29 +14,54 @@ export const status: Command = {
     'With QUEUE: that queue in full, and its slots: per level (cluster, queue, each key) the limit',
     "and how many are leased, and each slot's holder (task, lease, how long held, when it expires).",
     'Uses GET /v1/queues, or GET /v1/queues/QUEUE and /v1/queues/QUEUE/concurrency (tasks:read).',
+    'Succeeded tasks are counted now and then by a dispatcher, not live: they come from GET /metrics',
+    '(sluice_tasks), which needs a key with metrics:read or admin; without one they show as "-".',
   ].join('\n'),
   async run({ api, out }, { args }) {
     if (args.QUEUE === undefined) {
-      const data = await api.get<{ queues: QueueView[] }>('/v1/queues');
-      out.result(data, () => (data.queues.length ? queuesTable(data.queues) : 'no queues yet'));
+      const [data, succeeded] = await Promise.all([api.get<{ queues: QueueView[] }>('/v1/queues'), readSucceeded(api)]);
+      const queues = data.queues.map((q) => withSucceeded(q, succeeded));
+      out.result({ queues, succeeded_counted_at: countedAt(succeeded) }, () =>
+        queues.length ? `${queuesTable(queues)}\n${succeededNote(succeeded)}` : 'no queues yet',
+      );
+      if ('unknown' in succeeded) out.note(`sluice: ${succeeded.unknown}`);
       return;
     }
     const q = seg(args.QUEUE);
-    const [queue, concurrency] = await Promise.all([
+    const [view, concurrency, succeeded] = await Promise.all([
       api.get<QueueView>(`/v1/queues/${q}`),
       api.get<ConcurrencyView>(`/v1/queues/${q}/concurrency`),
+      readSucceeded(api),
     ]);
-    out.result({ queue, concurrency }, () => `${queueReport(queue)}\n\n${slotsReport(concurrency, Date.now())}`);
+    const queue = withSucceeded(view, succeeded);
+    out.result({ queue, concurrency, succeeded_counted_at: countedAt(succeeded) }, () =>
+      [queueReport(queue), succeededNote(succeeded), '', slotsReport(concurrency, Date.now())].join('\n'),
+    );
+    if ('unknown' in succeeded) out.note(`sluice: ${succeeded.unknown}`);
   },
 };
 
-/** The API counts succeeded tasks only where it says so (newer servers); otherwise "-". */
-function succeeded(q: QueueView): number | null {
-  const n = (q.counts as { succeeded?: unknown }).succeeded;
-  return typeof n === 'number' ? n : null;
+/** A queue view whose counts also hold `succeeded`: a number, or null when it cannot be known. */
+type CountedQueue = QueueView & { counts: QueueView['counts'] & { succeeded: number | null } };
+
+function withSucceeded(q: QueueView, succeeded: Succeeded): CountedQueue {
+  const n = 'counts' in succeeded && succeeded.counts.countedAt !== null ? (succeeded.counts.byQueue.get(q.name) ?? 0) : null;
+  return { ...q, counts: { ...q.counts, succeeded: n } };
 }
 
-function queuesTable(queues: QueueView[]): string {
+function countedAt(succeeded: Succeeded): string | null {
+  return 'counts' in succeeded ? (succeeded.counts.countedAt?.toISOString() ?? null) : null;
+}
+
+function succeededNote(succeeded: Succeeded): string {
+  if (!('counts' in succeeded)) return 'succeeded: not known (see stderr)';
+  const at = succeeded.counts.countedAt;
+  return at === null
+    ? 'succeeded: not counted yet (a dispatcher counts every 15 s on Node, every minute on the Worker)'
+    : `succeeded: within the retention window, as counted ${span(Date.now() - at.getTime())} ago`;
+}
+
+function queuesTable(queues: CountedQueue[]): string {
   return table(
     ['QUEUE', 'PENDING', 'LEASED', 'DEAD', 'SUCCEEDED', 'CONCURRENCY', 'KEY CONCURRENCY', 'PRIORITY', 'PAUSED'],
     queues.map((q) => [
@@ -43,7 +69,7 @@ function queuesTable(queues: QueueView[]): string {
       q.counts.pending,
       q.counts.leased,
       q.counts.dead,
-      succeeded(q),
+      q.counts.succeeded,
       sourced(q.concurrency),
       sourced(q.key_concurrency),
       sourced(q.priority),
@@ -53,8 +79,8 @@ function queuesTable(queues: QueueView[]): string {
 }
 
 /** A queue's settings, as `status QUEUE` and the commands that change them print it. */
-export function queueReport(q: QueueView): string {
-  const done = succeeded(q);
+export function queueReport(q: QueueView | CountedQueue): string {
+  const done = (q as Partial<CountedQueue>).counts?.succeeded ?? null;
   const rows: Array<[string, string]> = [
     ['tasks', `${q.counts.pending} pending, ${q.counts.leased} leased, ${q.counts.dead} dead${done === null ? '' : `, ${done} succeeded`}`],
     ['concurrency', sourced(q.concurrency)],
