@@ -1,0 +1,34 @@
+/** The matrix's Markdown table: one row per run, the checker's verdict in figures. */
+import type { Verdict } from './checker.ts';
+
+export interface ReportRow {
+  path: 'Node' | 'Worker';
+  fault: string;
+  title: string;
+  verdict: Verdict;
+  notes: string[];
+  durationMs: number;
+  throughput: number;
+}
+
+const seconds = (ms: number | null) => (ms === null ? '—' : `${(ms / 1_000).toFixed(1)} s`);
+
+function peaks(v: Verdict): string {
+  return v.peaks.map((p) => `${p.level.replace(/^queue /, '').replace(/^key /, 'key ')} ${p.peak}/${p.limit}`).join(', ');
+}
+
+export function markdownTable(rows: readonly ReportRow[]): string {
+  const lines = [
+    '| path | fault | tasks | lost | duplicates (explained) | max in flight / limit | leased at rest | stale lease calls accepted | recovery: resumed, all re-delivered | run | notes |',
+    '|---|---|--:|--:|--:|---|--:|--:|---|--:|---|',
+  ];
+  for (const r of rows) {
+    const v = r.verdict;
+    const stale = v.staleCalls > 0 ? `${v.staleAccepted} of ${v.staleCalls}` : '0';
+    const notes = [...r.notes, ...v.problems.map((p) => `**${p}**`)].join('; ');
+    lines.push(
+      `| ${r.path} | ${r.title} | ${v.tasks.toLocaleString('en')} | ${v.lost} | ${v.duplicates} (${v.explained}) | ${peaks(v)} | ${v.leasedAtRest} | ${stale} | ${seconds(v.resumedMs)}, ${seconds(v.recoveredMs)} | ${seconds(r.durationMs)}, ${Math.round(r.throughput)}/s | ${notes || '—'} |`,
+    );
+  }
+  return lines.join('\n');
+}
