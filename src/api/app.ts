@@ -14,6 +14,7 @@ import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { metrics } from './routes/metrics.ts';
 import { queues } from './routes/queues.ts';
+import { schedules } from './routes/schedules.ts';
 import { tasks } from './routes/tasks.ts';
 import { webhooks } from './routes/webhooks.ts';
 
@@ -49,6 +50,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/v1/tasks', tasks);
   app.route('/v1/queues', queues);
   app.route('/v1/leases', leases);
+  app.route('/v1/schedules', schedules);
   app.route('/v1/webhooks', webhooks);
 
   app.notFound((c) =>

@@ -3,7 +3,15 @@
  * hand-written copy), served at /openapi.json and rendered at /docs.
  */
 import { z } from 'zod';
-import { batchSchema, enqueueSchema, keyLimitSchema, listQuerySchema, overridePatchSchema } from './schemas.ts';
+import {
+  batchSchema,
+  enqueueSchema,
+  keyLimitSchema,
+  listQuerySchema,
+  overridePatchSchema,
+  scheduleListQuerySchema,
+  scheduleSchema,
+} from './schemas.ts';
 
 /**
  * A request's JSON Schema. A default is said in the field's description rather than as
@@ -154,6 +162,12 @@ const TASK_FIELDS = {
   created_at: time,
   updated_at: time,
   finished_at: nullable(time),
+  schedule: {
+    type: ['object', 'null'],
+    description: 'The schedule and slot that enqueued the task; null for a task enqueued by a call.',
+    properties: { name: str, slot: time },
+    required: ['name', 'slot'],
+  },
 };
 
 const task = {
@@ -202,6 +216,80 @@ const leaseEnded = {
   properties: { task_id: str, status: nullable(str), repeated: { type: 'boolean' } },
   required: ['task_id', 'status'],
 };
+
+const SCHEDULE_TASK_FIELDS = {
+  queue: str,
+  url: str,
+  method: TASK_FIELDS.method,
+  concurrency_key: nullable(str),
+  concurrency_limit: nullable(int),
+  priority: int,
+  ttl_ms: nullable(int),
+  max_attempts: int,
+  backoff: {
+    type: 'object',
+    properties: { initial_ms: int, max_ms: int, factor: { type: 'number' }, jitter: { type: 'number' } },
+    required: ['initial_ms', 'max_ms', 'factor', 'jitter'],
+  },
+  timeout_ms: int,
+  lease_ms: int,
+  content_type: str,
+  header_names: { type: 'array', items: str },
+};
+
+/** A schedule as src/api/routes/schedules.ts `scheduleView` answers it. */
+const SCHEDULE_FIELDS = {
+  name: str,
+  cron: str,
+  timezone: str,
+  overlap: { type: 'string', enum: ['skip', 'queue', 'allow'] },
+  paused: { type: 'boolean' },
+  next_fire_at: nullable(time),
+  last_slot_at: nullable(time),
+  last_outcome: { type: ['string', 'null'], enum: ['fired', 'skipped', null] },
+  last_task_id: nullable(str),
+  fired: int,
+  skipped: int,
+  missed: int,
+  task: {
+    type: 'object',
+    description: 'The task each firing enqueues, every default resolved; header values are not shown.',
+    properties: {
+      ...SCHEDULE_TASK_FIELDS,
+      body: { description: 'The JSON body, when it is JSON.' },
+      body_text: nullable(str),
+    },
+    required: Object.keys(SCHEDULE_TASK_FIELDS),
+  },
+  created_at: time,
+  updated_at: time,
+};
+
+const schedule = {
+  type: 'object',
+  description: 'A schedule: its cron expression and zone, the task it fires, and what its last slot did.',
+  properties: SCHEDULE_FIELDS,
+  required: Object.keys(SCHEDULE_FIELDS),
+};
+
+/** What a key without tasks:read sees of a schedule it pauses or resumes. */
+const scheduleState = {
+  type: 'object',
+  properties: { name: str, paused: { type: 'boolean' }, next_fire_at: nullable(time) },
+  required: ['name', 'paused', 'next_fire_at'],
+};
+
+/** POST /v1/schedules: its `task` is an enqueue request, less the fields a firing refuses. */
+function scheduleRequest() {
+  const body = json(scheduleSchema) as { properties: Record<string, object> };
+  const task = {
+    ...ref('EnqueueRequest'),
+    description:
+      'The task each firing enqueues, as POST /v1/tasks takes it, except delay_ms, run_at, expires_at and dedup_key (refused); ' +
+      'ttl_ms counts from each slot. With overlap `queue`, concurrency_key and concurrency_limit are refused too.',
+  };
+  return { ...body, properties: { ...body.properties, task } };
+}
 
 type Op = {
   id: string;
@@ -290,6 +378,9 @@ export function openApiDocument(): object {
         QueueOverride: json(overridePatchSchema),
         Queue: queue,
         QueueConcurrency: queueConcurrency,
+        ScheduleRequest: scheduleRequest(),
+        Schedule: schedule,
+        ScheduleState: scheduleState,
       },
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_sluice_…).' },
@@ -444,6 +535,56 @@ export function openApiDocument(): object {
             properties: { released: { type: 'boolean' }, task_id: str, lease_id: str },
             required: ['released', 'task_id', 'lease_id'],
           },
+        }),
+      },
+      '/v1/schedules': {
+        post: operation({
+          id: 'createSchedule',
+          summary: 'Create a schedule: a cron expression in a time zone that enqueues a task at each slot',
+          scope: 'tasks:write',
+          body: ref('ScheduleRequest'),
+          ok: ref('Schedule'),
+          okStatus: '201',
+        }),
+        get: operation({
+          id: 'listSchedules',
+          summary: 'List schedules by name',
+          scope: 'tasks:read',
+          query: scheduleListQuerySchema,
+          ok: {
+            type: 'object',
+            properties: { schedules: { type: 'array', items: ref('Schedule') }, next_cursor: nullable(str) },
+            required: ['schedules', 'next_cursor'],
+          },
+        }),
+      },
+      '/v1/schedules/{name}': {
+        parameters: [idParam('name')],
+        get: operation({ id: 'getSchedule', summary: 'A schedule', scope: 'tasks:read', ok: ref('Schedule') }),
+        delete: operation({
+          id: 'deleteSchedule',
+          summary: 'Delete a schedule (the tasks it fired are left alone)',
+          scope: 'tasks:write',
+          ok: null as unknown as object,
+          okStatus: '204',
+        }),
+      },
+      '/v1/schedules/{name}/pause': {
+        parameters: [idParam('name')],
+        post: operation({
+          id: 'pauseSchedule',
+          summary: 'Stop firing (a key without tasks:read sees only its state)',
+          scope: 'tasks:write',
+          ok: { anyOf: [ref('Schedule'), ref('ScheduleState')] },
+        }),
+      },
+      '/v1/schedules/{name}/resume': {
+        parameters: [idParam('name')],
+        post: operation({
+          id: 'resumeSchedule',
+          summary: 'Fire again from the next slot; slots passed while paused never fire',
+          scope: 'tasks:write',
+          ok: { anyOf: [ref('Schedule'), ref('ScheduleState')] },
         }),
       },
       '/v1/webhooks/secret': {

@@ -5,6 +5,8 @@
 import { z } from 'zod';
 import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
+import { fieldIssues } from '../core/issues.ts';
+import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
 import { HTTP_METHODS, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { NewTask } from '../db/tasks.ts';
@@ -125,6 +127,27 @@ export const listQuerySchema = z
     limit: z.coerce.number().int().min(1).max(500).default(50),
   })
   .strict();
+
+/**
+ * One enqueue request checked whole, in one round: its fields, then what only the configuration
+ * can reveal. Issue paths start with `at` (`tasks.3` in a batch, `task` in a schedule).
+ */
+export function checkTask(item: unknown, config: Config, at: string): { task: NewTask } | { issues: FieldIssue[] } {
+  const within = (path: string) => (at ? `${at}.${path}` : path);
+  const parsed = enqueueSchema.safeParse(item);
+  if (!parsed.success) {
+    const issues = fieldIssues(parsed.error, at);
+    // The URL's own problems are reported in the same round as the others, not after them.
+    const url = (item as { url?: unknown } | null)?.url;
+    if (typeof url === 'string' && !issues.some((i) => i.path === within('url'))) {
+      const target = checkTarget(url, config.allowPrivateTargets);
+      if (!target.ok) issues.push({ path: within('url'), message: target.reason });
+    }
+    return { issues };
+  }
+  const resolved = resolveTask(parsed.data, config);
+  return 'issues' in resolved ? { issues: resolved.issues.map((x) => ({ ...x, path: within(x.path) })) } : resolved;
+}
 
 /**
  * Resolves an enqueue request against its queue's defaults. Returns the task, or the
@@ -249,3 +272,28 @@ export const overridePatchSchema = z
 
 /** A run-time key limit (PUT /v1/queues/:queue/keys/:key). */
 export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
+
+/** Held to the rules of queue names: a schedule's name may become part of a concurrency key. */
+const scheduleName = listQuerySchema.shape.queue.unwrap();
+
+/**
+ * POST /v1/schedules. `task` is an enqueue request, checked by `checkTask` with the fields that
+ * make no sense for a firing refused (routes/schedules.ts).
+ */
+export const scheduleSchema = z
+  .object({
+    name: scheduleName,
+    cron: z.string().min(1, 'must not be empty').max(256),
+    timezone: z.string().min(1).max(64).default('UTC'),
+    overlap: z.enum(OVERLAP_POLICIES).default('skip'),
+    paused: z.boolean().default(false),
+    task: z.record(z.string(), z.unknown()),
+  })
+  .strict();
+
+export const scheduleListQuerySchema = z
+  .object({
+    cursor: scheduleName.optional(),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+  })
+  .strict();

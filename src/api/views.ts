@@ -36,12 +36,14 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     created_at: task.createdAt.toISOString(),
     updated_at: task.updatedAt.toISOString(),
     finished_at: task.finishedAt?.toISOString() ?? null,
+    schedule: task.schedule ? { name: task.schedule.name, slot: task.schedule.slot.toISOString() } : null,
     // Header values may be credentials for the target: only their names are shown.
     ...(options.body ? { content_type: task.contentType, header_names: Object.keys(task.headers), ...bodyView(task) } : {}),
   };
 }
 
-function bodyView(task: Task): { body: unknown } | { body_text: string | null } {
+/** A JSON body as JSON, anything else as text (a task's, or a schedule's template). */
+export function bodyView(task: Pick<Task, 'body' | 'contentType'>): { body: unknown } | { body_text: string | null } {
   if (task.body !== null && task.contentType === 'application/json') {
     try {
       return { body: JSON.parse(task.body) };

@@ -80,6 +80,8 @@ export interface Task {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /** The schedule and slot that enqueued it (README "Schedules"); `null` for a task enqueued by a call. */
+  schedule: { name: string; slot: Date } | null;
 }
 
 /** A task that a claim has just leased: it always carries its lease. */

@@ -16,6 +16,8 @@ select (extract(epoch from least(
   (select run_at from sluice.tasks
    where status = 'pending' and run_at > created_at and run_at > (select promoted_to from sluice.promotion)
    order by run_at limit 1),
+  -- The next slot of a schedule (0010_schedules.sql): it fires then.
+  (select next_fire_at from sluice.schedules where next_fire_at is not null order by next_fire_at limit 1),
   (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1)
 ) - clock_timestamp()) * 1000)::float8 as due_in_ms`;
 

@@ -32,6 +32,8 @@ export interface TaskRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  schedule: string | null;
+  schedule_slot: Date | null;
 }
 
 export function toTask(row: TaskRow): Task {
@@ -67,6 +69,7 @@ export function toTask(row: TaskRow): Task {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     finishedAt: row.finished_at,
+    schedule: row.schedule !== null && row.schedule_slot !== null ? { name: row.schedule, slot: row.schedule_slot } : null,
   };
 }
 

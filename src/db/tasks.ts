@@ -110,7 +110,10 @@ function dedupIdentity(queue: string, dedupKey: string | null): string {
   return JSON.stringify([queue, dedupKey]);
 }
 
-function toInputRow(t: NewTask, ord: number) {
+/** A task as the insert statement reads it (snake_case JSON); schedules keep their template in this form. */
+export type TaskInputRow = ReturnType<typeof toInputRow>;
+
+export function toInputRow(t: NewTask, ord: number) {
   return {
     ord,
     queue: t.queue,

@@ -14,6 +14,7 @@ import { nextDueInMs } from '../db/due.ts';
 import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
 import type { Keyring } from '../security/keyring.ts';
+import { fireDueSchedules } from './fire-schedules.ts';
 import { Meter } from './meter.ts';
 import { nextTurn } from './next-turn.ts';
 import { type PushDeps, pushTask } from './push.ts';
@@ -74,6 +75,8 @@ export interface RunReport {
   leaseKept: number;
   /** Pushes that timed out or lost their connection: their leases are held until they expire. */
   unanswered: number;
+  /** Tasks enqueued by schedules that came due (README "Schedules"). */
+  fired: number;
   /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
   roundTrips: number;
   /** The run stopped for its budget (time, pushes) rather than for want of work: run again at once. */
@@ -95,6 +98,7 @@ export function emptyReport(): RunReport {
     lost: 0,
     leaseKept: 0,
     unanswered: 0,
+    fired: 0,
     roundTrips: 0,
     more: false,
     nextDueInMs: null,
@@ -183,6 +187,18 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let idle = false; // ended because nothing was claimable and nothing was in flight
   let onFreed: () => void = () => {};
 
+  /** Fires the schedules that came due; never throws (a schedule left due fires in the next run). */
+  const fire = async (): Promise<void> => {
+    try {
+      const fired = await fireDueSchedules(db, { log });
+      report.roundTrips += fired.statements;
+      report.fired += fired.fired;
+      if (fired.fired > 0) freed = true;
+    } catch (error) {
+      log.error('sluice: firing due schedules failed', error);
+    }
+  };
+
   // Reap: expired leases are attempts that timed out. On its own connection, beside the first
   // claim pass (which counts no expired lease as a slot), so it adds nothing to a push's
   // latency; a task it makes pending again is claimed once it ends, as if a place was freed.
@@ -206,6 +222,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // Its leases stay expired, and the next run reaps them.
       (error: unknown) => log.error('sluice: reaping expired leases failed', error),
     )
+    // Then schedules that came due fire: their tasks are claimed as if a place was freed.
+    .then(() => (options.reapOnly ? undefined : fire()))
     .finally(() => {
       reaped = true;
       onFreed();

@@ -7,11 +7,10 @@ import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import { type AttemptRecord, taskAttempts } from '../../db/leases.ts';
 import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList, taskRedrive } from '../../db/tasks.ts';
-import { checkTarget } from '../../security/targets.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { batchSchema, enqueueSchema, listQuerySchema, resolveTask } from '../schemas.ts';
+import { batchSchema, checkTask, listQuerySchema } from '../schemas.ts';
 import { taskStateView, taskView } from '../views.ts';
 
 export const tasks = new Hono<AppEnv>();
@@ -63,23 +62,9 @@ function validateTasks(items: readonly unknown[], config: Config, prefix: string
   const issues: FieldIssue[] = [];
   const out: NewTask[] = [];
   items.forEach((item, i) => {
-    const at = prefix === '' ? '' : `${prefix}.${i}`;
-    const parsed = enqueueSchema.safeParse(item);
-    if (!parsed.success) {
-      const found = fieldIssues(parsed.error, at);
-      issues.push(...found);
-      // The URL's own problems are reported in the same round as the others, not after them.
-      const url = (item as { url?: unknown } | null)?.url;
-      const path = at ? `${at}.url` : 'url';
-      if (typeof url === 'string' && !found.some((i) => i.path === path)) {
-        const target = checkTarget(url, config.allowPrivateTargets);
-        if (!target.ok) issues.push({ path, message: target.reason });
-      }
-      return;
-    }
-    const resolved = resolveTask(parsed.data, config);
-    if ('issues' in resolved) issues.push(...resolved.issues.map((x) => ({ ...x, path: at ? `${at}.${x.path}` : x.path })));
-    else out.push(resolved.task);
+    const checked = checkTask(item, config, prefix === '' ? '' : `${prefix}.${i}`);
+    if ('issues' in checked) issues.push(...checked.issues);
+    else out.push(checked.task);
   });
   if (issues.length > 0) throw new ValidationError(issues);
   return out;

@@ -1,0 +1,179 @@
+/**
+ * /v1/schedules (README "Schedules"): a cron expression in a time zone that enqueues a task at
+ * each slot. Creating, pausing, resuming and deleting take `tasks:write`, as enqueueing does: a
+ * schedule only enqueues what its key could enqueue itself, through the same checks. Reading
+ * takes `tasks:read`.
+ */
+import { Hono } from 'hono';
+import type { Config } from '../../config.ts';
+import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { fieldIssues } from '../../core/issues.ts';
+import { checkZone, nextSlot, parseCron, queueKey } from '../../core/schedule.ts';
+import { LIMITS } from '../../core/types.ts';
+import {
+  type NewSchedule,
+  type Schedule,
+  scheduleDelete,
+  scheduleGet,
+  scheduleInsert,
+  scheduleList,
+  schedulePause,
+  scheduleResume,
+  toTemplate,
+} from '../../db/schedules.ts';
+import { requireScope } from '../auth.ts';
+import { readJson } from '../body.ts';
+import type { AppEnv } from '../context.ts';
+import { checkTask, scheduleListQuerySchema, scheduleSchema } from '../schemas.ts';
+import { bodyView } from '../views.ts';
+
+export const schedules = new Hono<AppEnv>();
+
+/** Enqueue fields a firing has no use for: it runs at its slot, and each slot fires once. */
+const REFUSED: Record<string, string> = {
+  delay_ms: 'a firing runs at its slot; a schedule takes no delay',
+  run_at: 'a firing runs at its slot; a schedule takes no run_at',
+  expires_at: 'a firing has no fixed deadline; give ttl_ms, which counts from each slot',
+  dedup_key: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
+};
+
+/** Key fields that overlap `queue` sets itself. */
+const QUEUE_KEYED = ['concurrency_key', 'concurrency_limit'];
+
+schedules.post('/', requireScope('tasks:write'), async (c) => {
+  const schedule = validateSchedule(await readJson(c.req.raw, LIMITS.requestBytes), c.var.config);
+  const created = await scheduleInsert(c.var.db, schedule);
+  if (created.nextFireAt) c.var.poke({ atMs: created.nextFireAt.getTime(), tasks: 1 });
+  return c.json(scheduleView(created), 201);
+});
+
+schedules.get('/', requireScope('tasks:read'), async (c) => {
+  const parsed = scheduleListQuerySchema.safeParse(c.req.query());
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const { cursor, limit } = parsed.data;
+  const rows = await scheduleList(c.var.db, { afterName: cursor, limit });
+  const last = rows.at(-1);
+  return c.json({ schedules: rows.map(scheduleView), next_cursor: rows.length === limit && last ? last.name : null });
+});
+
+schedules.get('/:name', requireScope('tasks:read'), async (c) => {
+  const name = c.req.param('name');
+  const found = await scheduleGet(c.var.db, name);
+  if (!found) throw new NotFoundError(`schedule ${name}`);
+  return c.json(scheduleView(found));
+});
+
+schedules.post('/:name/pause', requireScope('tasks:write'), async (c) => {
+  const name = c.req.param('name');
+  const paused = await schedulePause(c.var.db, name);
+  if (!paused) throw new NotFoundError(`schedule ${name}`);
+  return c.json(c.var.canRead ? scheduleView(paused) : scheduleStateView(paused));
+});
+
+schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
+  const name = c.req.param('name');
+  const found = await scheduleGet(c.var.db, name);
+  if (!found) throw new NotFoundError(`schedule ${name}`);
+  const parsed = parseCron(found.cron, found.timezone);
+  const next = 'cron' in parsed ? nextSlot(parsed.cron, new Date()) : null;
+  const resumed = await scheduleResume(c.var.db, name, next);
+  if (!resumed) throw new NotFoundError(`schedule ${name}`);
+  if (resumed.nextFireAt) c.var.poke({ atMs: resumed.nextFireAt.getTime(), tasks: 1 });
+  return c.json(c.var.canRead ? scheduleView(resumed) : scheduleStateView(resumed));
+});
+
+schedules.delete('/:name', requireScope('tasks:write'), async (c) => {
+  const name = c.req.param('name');
+  if (!(await scheduleDelete(c.var.db, name))) throw new NotFoundError(`schedule ${name}`);
+  return c.body(null, 204);
+});
+
+/** Checks the whole request in one round: the schedule's fields, its cron and zone, and its task. */
+function validateSchedule(raw: unknown, config: Config): NewSchedule {
+  const issues: FieldIssue[] = [];
+  const parsed = scheduleSchema.safeParse(raw);
+  if (!parsed.success) issues.push(...fieldIssues(parsed.error));
+  const input = (raw ?? {}) as Record<string, unknown>;
+  const overlap = parsed.success ? parsed.data.overlap : input.overlap;
+
+  const zoneText = typeof input.timezone === 'string' ? input.timezone : 'UTC';
+  const zone = checkZone(zoneText);
+  if ('problem' in zone) issues.push({ path: 'timezone', message: zone.problem });
+  const cron = typeof input.cron === 'string' && input.cron !== '' ? parseCron(input.cron, 'zone' in zone ? zone.zone : 'UTC') : null;
+  if (cron && 'problem' in cron) issues.push({ path: 'cron', message: cron.problem });
+
+  const task = input.task;
+  let template: NewSchedule['template'] | null = null;
+  if (task !== null && typeof task === 'object' && !Array.isArray(task)) {
+    const fields = task as Record<string, unknown>;
+    for (const [field, why] of Object.entries(REFUSED)) if (field in fields) issues.push({ path: `task.${field}`, message: why });
+    // With overlap `queue` the firings hold a key of their own, limit 1: the template's would be lost.
+    const keyed = overlap === 'queue' ? QUEUE_KEYED : [];
+    for (const field of keyed)
+      if (field in fields) issues.push({ path: `task.${field}`, message: 'overlap `queue` runs the firings on a key of their own' });
+    const checked = checkTask(
+      Object.fromEntries(Object.entries(fields).filter(([f]) => !(f in REFUSED) && !keyed.includes(f))),
+      config,
+      'task',
+    );
+    if ('issues' in checked) issues.push(...checked.issues);
+    else
+      template = toTemplate(
+        overlap === 'queue' ? { ...checked.task, concurrencyKey: queueKey(String(input.name)), concurrencyLimit: 1 } : checked.task,
+      );
+  }
+  if (issues.length > 0 || !parsed.success || !template || !cron || !('cron' in cron) || !('zone' in zone)) {
+    throw new ValidationError(issues);
+  }
+  const s = parsed.data;
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: zone.zone,
+    overlap: s.overlap,
+    template,
+    nextFireAt: s.paused ? null : nextSlot(cron.cron, new Date()),
+  };
+}
+
+function scheduleView(s: Schedule) {
+  const t = s.template;
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: s.timezone,
+    overlap: s.overlap,
+    paused: s.paused,
+    next_fire_at: s.nextFireAt?.toISOString() ?? null,
+    last_slot_at: s.lastSlotAt?.toISOString() ?? null,
+    last_outcome: s.lastOutcome,
+    last_task_id: s.lastTaskId,
+    fired: s.fired,
+    skipped: s.skipped,
+    missed: s.missed,
+    // As a task is shown: header values may be credentials, so only their names.
+    task: {
+      queue: t.queue,
+      url: t.url,
+      method: t.method,
+      concurrency_key: t.concurrency_key,
+      concurrency_limit: t.concurrency_limit,
+      priority: t.priority,
+      ttl_ms: t.ttl_ms,
+      max_attempts: t.max_attempts,
+      backoff: t.backoff,
+      timeout_ms: t.timeout_ms,
+      lease_ms: t.lease_ms,
+      content_type: t.content_type,
+      header_names: Object.keys(t.headers),
+      ...bodyView({ body: t.body, contentType: t.content_type }),
+    },
+    created_at: s.createdAt.toISOString(),
+    updated_at: s.updatedAt.toISOString(),
+  };
+}
+
+/** What a key without `tasks:read` sees of a schedule it pauses or resumes. */
+function scheduleStateView(s: Schedule) {
+  return { name: s.name, paused: s.paused, next_fire_at: s.nextFireAt?.toISOString() ?? null };
+}
