@@ -115,8 +115,8 @@ async function until<T>(probe: () => Promise<T | undefined | null | false>, what
 }
 
 /** `sluice tail` as a running child: its lines as they come, and an end by SIGINT. */
-function startTail(target: Target, args: string[]) {
-  const { child, output, exited } = spawnCli(target, ['tail', ...args]);
+function startTail(target: Target, args: string[], options: RunOptions = {}) {
+  const { child, output, exited } = spawnCli(target, ['tail', ...args], options);
   // Whole lines only: a chunk may end within one.
   const lines = () => output.stdout.split('\n').slice(0, -1);
   return {
@@ -456,6 +456,38 @@ describe('sluice against the Node server', () => {
       for (const command of commands) {
         const got = await json<{ id: string }>(sluice(as.reader, ['tasks', 'get', id, '--json'], { command }));
         expect(got.id, command.join(' ')).toBe(id);
+      }
+    });
+
+    it('passes Ctrl-C on to the project Node it re-runs under', async () => {
+      await enqueue(as.writer, { queue: 'rt2', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      const command = [`${BIN}/node`, '--no-experimental-strip-types', 'src/cli/sluice.mjs'];
+      const tail = startTail(as.reader, ['--queue', 'rt2', '--lines', '1'], { command });
+      await tail.waitFor((l) => /\brecent\b/.test(l), 'the queued task');
+      // SIGINT to the shim alone (a terminal would send it to both).
+      expect(await tail.interrupt()).toBe(0);
+    });
+  });
+
+  describe('tail when Sluice goes away', () => {
+    it('says so on stderr, keeps polling, and goes on once Sluice answers again', async () => {
+      const port = await freePort();
+      const env = testEnv(secrets, t.url, { SLUICE_API_KEYS: withAdmin(secrets) });
+      let api = await startNodeSluice({ env, port, dispatch: false });
+      const target: Target = { url: api.url, env: { SLUICE_URL: api.url, SLUICE_API_KEY: secrets.apiKey } };
+      const before = await enqueue(target, { queue: 'away', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      const tail = startTail(target, ['--queue', 'away', '--interval', '100', '--lines', '1']);
+      await tail.waitFor((l) => new RegExp(`recent +${before} `).test(l), 'the task before');
+      await api.close();
+      await until(async () => tail.stderr().includes('cannot reach Sluice'), 'a warning on stderr');
+      expect(tail.stderr()).toMatch(/^sluice: cannot reach Sluice at .* \(tail goes on trying\)\n/);
+      api = await startNodeSluice({ env, port, dispatch: false });
+      try {
+        const after = await enqueue(target, { queue: 'away', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+        await tail.waitFor((l) => new RegExp(`new +${after} `).test(l), 'the task after');
+        expect(await tail.interrupt()).toBe(0);
+      } finally {
+        await api.close();
       }
     });
   });
