@@ -123,6 +123,38 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   check(reset.data?.concurrency.source !== 'override', 'reset queue');
   done('resetQueue');
 
+  // Schedules: created paused, and paused again after the resume, so no firing adds a push.
+  const named = { params: { path: { name: 'client-nightly' } } };
+  const scheduled = await writer.POST('/v1/schedules', {
+    body: {
+      name: 'client-nightly',
+      cron: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      paused: true,
+      task: { queue, url: `${s.endpointUrl}/nightly` },
+    },
+  });
+  check(scheduled.response.status === 201 && scheduled.data?.next_fire_at === null, 'create schedule');
+  done('createSchedule');
+  const schedules = await writer.GET('/v1/schedules', { params: { query: { limit: 10 } } });
+  check(
+    schedules.data?.schedules.some((x) => x.name === 'client-nightly'),
+    'list schedules',
+  );
+  done('listSchedules');
+  const restarted = await writer.POST('/v1/schedules/{name}/resume', named);
+  check(restarted.data?.paused === false && restarted.data.next_fire_at !== null, 'resume schedule');
+  done('resumeSchedule');
+  const stopped = await writer.POST('/v1/schedules/{name}/pause', named);
+  check(stopped.data?.paused === true, 'pause schedule');
+  done('pauseSchedule');
+  const nightly = await writer.GET('/v1/schedules/{name}', named);
+  check(nightly.data?.task.url === `${s.endpointUrl}/nightly` && nightly.data.timezone === 'Europe/Berlin', 'get schedule');
+  done('getSchedule');
+  const unscheduled = await writer.DELETE('/v1/schedules/{name}', named);
+  check(unscheduled.response.status === 204, 'delete schedule');
+  done('deleteSchedule');
+
   const secret = await admin.GET('/v1/webhooks/secret', { params: { query: { url: `${s.endpointUrl}/one` } } });
   check(secret.data?.secret.startsWith('whsec_'), 'webhook secret');
   done('getWebhookSecret');

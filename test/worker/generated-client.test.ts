@@ -17,7 +17,7 @@ import { BIN, ROOT } from '../helpers/process.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const run = promisify(execFile);
-const OPERATIONS = 25;
+const OPERATIONS = 31;
 
 const keys = { admin: await generateApiKey('admin', ['admin']), writer: await generateApiKey('writer', ['tasks:write', 'tasks:read']) };
 const apiKeys = () => ({ SLUICE_API_KEYS: JSON.stringify([keys.admin.entry, keys.writer.entry]) });
