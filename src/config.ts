@@ -24,6 +24,14 @@ export const backoffSchema = z
   })
   .strict();
 
+/** A rate limit: at most `limit` pushes in any window of `period_ms` (a sliding window). */
+export const rateSchema = z
+  .object({
+    limit: z.number().int().min(1).max(1_000_000),
+    period_ms: z.number().int().min(1).max(LIMITS.maxRatePeriodMs),
+  })
+  .strict();
+
 /** The queue settings a claim reads; each can be overridden at run time (PUT /v1/queues/:queue). */
 export const queueLimitsSchema = z
   .object({
@@ -34,6 +42,10 @@ export const queueLimitsSchema = z
     /** Between queues: lower is claimed first. */
     priority: z.number().int().min(-1_000_000).max(1_000_000).optional(),
     paused: z.boolean().optional(),
+    /** Pushes of the queue per period. */
+    rate: rateSchema.optional(),
+    /** Pushes per concurrency key per period (a key's default rate). */
+    key_rate: rateSchema.optional(),
   })
   .strict();
 export type QueueLimits = z.infer<typeof queueLimitsSchema>;
@@ -272,7 +284,14 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
 export function claimQueuesJson(config: Config): string {
   const out: Record<string, QueueLimits> = {};
   for (const [name, q] of Object.entries(config.queues)) {
-    out[name] = { concurrency: q.concurrency, key_concurrency: q.key_concurrency, priority: q.priority, paused: q.paused };
+    out[name] = {
+      concurrency: q.concurrency,
+      key_concurrency: q.key_concurrency,
+      priority: q.priority,
+      paused: q.paused,
+      rate: q.rate,
+      key_rate: q.key_rate,
+    };
   }
   return JSON.stringify(out);
 }
@@ -293,6 +312,8 @@ export function describeLimits(config: Config): string {
         ...(q.key_from ? [`key_from ${q.key_from}`] : []),
         ...(q.priority ? [`priority ${q.priority}`] : []),
         ...(q.paused ? ['paused'] : []),
+        ...(q.rate ? [`rate ${q.rate.limit}/${q.rate.period_ms} ms`] : []),
+        ...(q.key_rate ? [`key_rate ${q.key_rate.limit}/${q.key_rate.period_ms} ms`] : []),
       ];
       return `queue ${name}: ${limits.join(' ')}`;
     }),

@@ -38,16 +38,21 @@ end $$;
 create or replace function sluice.keys_touch() returns trigger
 language plpgsql as $$
 begin
-  insert into sluice.keys as k (queue, lane, head_priority, task_limit)
+  insert into sluice.keys as k (queue, lane, head_priority, task_limit, task_rate_limit, task_rate_period_ms)
   select c.queue, c.lane, min(c.priority) filter (where c.run_at <= now()),
-         (array_agg(c.concurrency_limit order by c.id) filter (where c.concurrency_limit is not null))[1]
+         (array_agg(c.concurrency_limit order by c.id) filter (where c.concurrency_limit is not null))[1],
+         (array_agg(c.rate_limit order by c.id) filter (where c.rate_limit is not null))[1],
+         (array_agg(c.rate_period_ms order by c.id) filter (where c.rate_limit is not null))[1]
   from changed c
   where c.status = 'pending'
   group by c.queue, c.lane
   order by c.queue, c.lane
   on conflict (queue, lane) do update
     set head_priority = least(k.head_priority, excluded.head_priority),
-        task_limit = coalesce(k.task_limit, excluded.task_limit);
+        task_limit = coalesce(k.task_limit, excluded.task_limit),
+        -- Like the limit: the first rate a lane's tasks gave stays (both fields together).
+        task_rate_period_ms = case when k.task_rate_limit is null then excluded.task_rate_period_ms else k.task_rate_period_ms end,
+        task_rate_limit = coalesce(k.task_rate_limit, excluded.task_rate_limit);
   return null;
 end $$;
 
@@ -69,6 +74,9 @@ end $$;
 --    the cluster budget and p_max, cut the ranking. The chosen tasks are leased.
 -- 5. The examined lanes get exact hints, the served ones new round-robin marks. A lane whose
 --    hint was too good yielded nothing; if that left room, the pass runs again (4 rounds at most).
+-- Rate limits (0011_rate_limits.sql) cut a queue's budget and a lane's room like the
+-- concurrency limits do, by the live grants at their level; every task leased under a rate
+-- leaves a grant at each limited level.
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null)
 returns setof sluice.tasks
 language plpgsql volatile set plan_cache_mode = force_generic_plan as $$
@@ -86,6 +94,7 @@ declare
   v_now timestamptz;
   v_held_queues text[];
   v_held_limits text[];
+  v_grants jsonb;
 begin
   perform pg_advisory_xact_lock(7215530002);
   -- The pass's clock starts once the lock is held (now() is when the transaction began,
@@ -141,9 +150,10 @@ begin
       from due_queues d where d.queue is not null
     ),
     budgets as (
-      select d.queue, s.key_concurrency, s.priority, s.paused, (s.concurrency - coalesce(l.n, 0)) <= 0 as queue_full,
+      select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused,
+             (s.concurrency - coalesce(l.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
              case when s.paused then 0
-                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want)) end::integer as budget
+                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want), coalesce(r.room, v_want)) end::integer as budget
       from due_queues d
       left join sluice.queues q on q.name = d.queue
       left join leased l on l.queue = d.queue
@@ -151,15 +161,22 @@ begin
         select coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
                coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
                coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
-               coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority
+               coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority,
+               coalesce(q.options -> 'rate', p_queues -> d.queue -> 'rate') as rate,
+               coalesce(q.options -> 'key_rate', p_queues -> d.queue -> 'key_rate') as key_rate
       ) s
+      -- The queue's rate: its limit less the grants still inside their period.
+      left join lateral (
+        select (s.rate ->> 'limit')::integer - count(*)::integer as room from sluice.rate_grants g
+        where g.queue = d.queue and g.lane = '*' and g.until > v_now
+      ) r on s.rate is not null
       where d.queue is not null
     ),
     lanes as (
-      select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room
+      select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room, w.key_rate
       from budgets b
       cross join lateral (
-        select k.id, k.lane, k.served, room.value as room
+        select k.id, k.lane, k.served, least(room.value, rate_room.value) as room, key_rate.value as key_rate
         from sluice.keys k
         cross join lateral (
           select case when k.lane = '' then null else coalesce(
@@ -174,7 +191,18 @@ begin
                                         where t.status = 'leased' and t.lease_expires_at > v_now
                                           and t.queue = k.queue and t.lane = k.lane) end as value
         ) room
-        where k.queue = b.queue and k.head_priority is not null and room.value > 0
+        -- The key's rate: the one its first task gave, else the queue's key_rate.
+        cross join lateral (
+          select case when k.lane = '' then null
+                      when k.task_rate_limit is not null then jsonb_build_object('limit', k.task_rate_limit, 'period_ms', k.task_rate_period_ms)
+                      else b.key_rate end as value
+        ) key_rate
+        cross join lateral (
+          select case when key_rate.value is null then v_want
+                      else (key_rate.value ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
+                                                                    where g.queue = k.queue and g.lane = k.lane and g.until > v_now) end as value
+        ) rate_room
+        where k.queue = b.queue and k.head_priority is not null and room.value > 0 and rate_room.value > 0
         order by k.head_priority, k.served, k.id
         limit b.budget
       ) w
@@ -208,21 +236,32 @@ begin
     -- own limit, the cluster's (no room, or the room went to queues ranked before it), or every
     -- due key at its limit. A queue whose lanes only promised too much is not held back.
     held as (
-      select b.queue, case when b.paused then 'paused' when b.queue_full then 'queue' when b.budget = 0 then 'cluster'
+      select b.queue, case when b.paused then 'paused' when b.queue_full then 'queue' when b.rate_full then 'rate' when b.budget = 0 then 'cluster'
                            when not exists (select 1 from lanes la where la.queue = b.queue) then 'key'
                            else 'cluster' end as reason
       from budgets b
       where not exists (select 1 from chosen ch join lanes la on la.key_id = ch.key_id where la.queue = b.queue)
         and (b.budget = 0 or not exists (select 1 from lanes la where la.queue = b.queue)
              or exists (select 1 from candidates c where c.queue = b.queue))
+    ),
+    -- What the chosen tasks use of rate limits: a grant per limited level.
+    grants as (
+      select la.queue, '*' as lane, (b.rate ->> 'period_ms')::integer as period_ms
+      from chosen ch join lanes la on la.key_id = ch.key_id join budgets b on b.queue = la.queue
+      where b.rate is not null
+      union all
+      select la.queue, la.lane, (la.key_rate ->> 'period_ms')::integer
+      from chosen ch join lanes la on la.key_id = ch.key_id
+      where la.key_rate is not null
     )
     select (select array_agg(id) from chosen),
            (select array_agg(distinct key_id) from lanes),
            (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
            exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id)),
            (select array_agg(queue order by queue) from held),
-           (select array_agg(reason order by queue) from held)
-    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits;
+           (select array_agg(reason order by queue) from held),
+           (select jsonb_agg(jsonb_build_array(queue, lane, period_ms)) from grants)
+    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits, v_grants;
 
     -- Counted once per pass, from what its first round saw; nothing is written when nothing is held.
     if v_round = 1 and v_held_queues is not null then
@@ -245,6 +284,11 @@ begin
         returning t.*;
       get diagnostics v_count = row_count;
       v_claimed := v_claimed + v_count;
+      if v_grants is not null then
+        insert into sluice.rate_grants (queue, lane, granted, until)
+        select g ->> 0, g ->> 1, v_now, v_now + make_interval(secs => (g ->> 2)::numeric / 1000)
+        from jsonb_array_elements(v_grants) g;
+      end if;
     end if;
     if v_served is not null then
       v_pass := nextval('sluice.claim_pass');

@@ -74,6 +74,14 @@ const attempt = {
   required: ['attempt', 'lease_id', 'started_at', 'ended_at', 'outcome', 'http_status', 'duration_ms', 'error'],
 };
 
+/** A rate limit (src/core/limits.ts `Rate`), or none. */
+const rateOrNull = {
+  type: ['object', 'null'],
+  properties: { limit: int, period_ms: int },
+  required: ['limit', 'period_ms'],
+  description: 'At most `limit` pushes in any window of `period_ms`.',
+};
+
 /** Where a setting's value comes from (src/core/limits.ts `Source`). */
 const sourced = (value: object) => ({
   type: 'object',
@@ -91,6 +99,8 @@ const queue = {
     key_concurrency: sourced(nullable(int)),
     priority: sourced(int),
     paused: sourced({ type: 'boolean' }),
+    rate: sourced(rateOrNull),
+    key_rate: sourced(rateOrNull),
     key_from: nullable(str),
     url: nullable(str),
     max_attempts: int,
@@ -104,6 +114,8 @@ const queue = {
     'key_concurrency',
     'priority',
     'paused',
+    'rate',
+    'key_rate',
     'key_from',
     'url',
     'max_attempts',
@@ -124,14 +136,21 @@ const level = (extra: Record<string, object> = {}) => ({
   required: ['limit', 'source', 'active', ...Object.keys(extra)],
 });
 
+/** A level's rate in force, where it comes from, and its grants still inside their period. */
+const rateInUse = {
+  type: 'object',
+  properties: { value: rateOrNull, source: { type: 'string', enum: ['override', 'env', 'task', 'default'] }, used: int },
+  required: ['value', 'source', 'used'],
+};
+
 /** Who holds a queue's slots, per level and key (src/api/routes/queues.ts, `/concurrency`). */
 const queueConcurrency = {
   type: 'object',
   properties: {
     queue: str,
     cluster: level(),
-    queue_level: level({ paused: { type: 'boolean' } }),
-    keys: { type: 'array', items: level({ key: str, slots: { type: 'array', items: slot } }) },
+    queue_level: level({ paused: { type: 'boolean' }, rate: rateInUse }),
+    keys: { type: 'array', items: level({ key: str, rate: rateInUse, slots: { type: 'array', items: slot } }) },
     keyless: { type: 'object', properties: { active: int, slots: { type: 'array', items: slot } }, required: ['active', 'slots'] },
   },
   required: ['queue', 'cluster', 'queue_level', 'keys', 'keyless'],
@@ -146,6 +165,7 @@ const TASK_FIELDS = {
   method: { type: 'string', enum: ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'] },
   concurrency_key: nullable(str),
   concurrency_limit: nullable(int),
+  rate_limit: rateOrNull,
   priority: int,
   run_at: time,
   expires_at: nullable(time),

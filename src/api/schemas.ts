@@ -3,7 +3,7 @@
  * that turns a valid enqueue request into a `NewTask` with every default resolved.
  */
 import { z } from 'zod';
-import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema } from '../config.ts';
+import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema, rateSchema } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
@@ -65,6 +65,7 @@ export const enqueueSchema = z
     method: z.enum(HTTP_METHODS).default('POST'),
     concurrency_key: text().max(LIMITS.keyChars).nullable().optional(),
     concurrency_limit: z.number().int().min(1).max(1_000_000).optional(),
+    rate_limit: rateSchema.optional(),
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
     delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
     run_at: timestamp.optional(),
@@ -190,11 +191,10 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
     const problem = concurrencyKey.length > LIMITS.keyChars ? `is longer than ${LIMITS.keyChars} characters` : textProblem(concurrencyKey);
     if (problem) issues.push({ path: `body.${defaults.keyFrom}`, message: `gives the concurrency key (key_from), which ${problem}` });
   }
-  if (input.concurrency_limit !== undefined && concurrencyKey === null) {
-    issues.push({
-      path: 'concurrency_limit',
-      message: "limits a concurrency key: give `concurrency_key` too (or configure the queue's key_from)",
-    });
+  for (const field of ['concurrency_limit', 'rate_limit'] as const) {
+    if (input[field] !== undefined && concurrencyKey === null) {
+      issues.push({ path: field, message: "limits a concurrency key: give `concurrency_key` too (or configure the queue's key_from)" });
+    }
   }
   const b = input.backoff ?? {};
   const backoff = {
@@ -216,6 +216,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       contentType,
       concurrencyKey,
       concurrencyLimit: input.concurrency_limit ?? null,
+      rateLimit: input.rate_limit ?? null,
       priority: input.priority,
       runAt: input.run_at !== undefined ? new Date(input.run_at) : null,
       delayMs: input.delay_ms ?? null,
@@ -267,6 +268,8 @@ export const overridePatchSchema = z
     key_concurrency: queueLimitsSchema.shape.key_concurrency.unwrap().nullable().optional(),
     priority: queueLimitsSchema.shape.priority.unwrap().nullable().optional(),
     paused: z.boolean().nullable().optional(),
+    rate: rateSchema.nullable().optional(),
+    key_rate: rateSchema.nullable().optional(),
   })
   .strict();
 

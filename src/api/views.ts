@@ -18,6 +18,7 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     method: task.method,
     concurrency_key: task.concurrencyKey,
     concurrency_limit: task.concurrencyLimit,
+    rate_limit: task.rateLimit,
     priority: task.priority,
     run_at: task.runAt.toISOString(),
     expires_at: task.expiresAt?.toISOString() ?? null,

@@ -13,12 +13,20 @@ export interface Resolved<T> {
   source: Source;
 }
 
+/** At most `limit` pushes in any window of `period_ms`. */
+export interface Rate {
+  limit: number;
+  period_ms: number;
+}
+
 /** The claim-time settings of a queue, as given by the environment or a run-time override. */
 export interface QueueLimitSettings {
   concurrency?: number | undefined;
   key_concurrency?: number | undefined;
   priority?: number | undefined;
   paused?: boolean | undefined;
+  rate?: Rate | undefined;
+  key_rate?: Rate | undefined;
 }
 
 export interface EffectiveQueueLimits {
@@ -26,6 +34,8 @@ export interface EffectiveQueueLimits {
   keyConcurrency: Resolved<number | null>;
   priority: Resolved<number>;
   paused: Resolved<boolean>;
+  rate: Resolved<Rate | null>;
+  keyRate: Resolved<Rate | null>;
 }
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
@@ -42,7 +52,16 @@ export function resolveQueueLimits(env: QueueLimitSettings | undefined, override
     keyConcurrency: pick<number | null>('key_concurrency', null),
     priority: pick('priority', 0),
     paused: pick('paused', false),
+    rate: pick<Rate | null>('rate', null),
+    keyRate: pick<Rate | null>('key_rate', null),
   };
+}
+
+/** A key's rate: the one its first task gave (`rate_limit`), else the queue's `key_rate`. */
+export function resolveKeyRate(key: string | null, taskRate: Rate | null, queueKeyRate: Resolved<Rate | null>): Resolved<Rate | null> {
+  if (key === null) return { value: null, source: 'default' };
+  if (taskRate !== null) return { value: taskRate, source: 'task' };
+  return queueKeyRate;
 }
 
 /**

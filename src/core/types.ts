@@ -62,6 +62,8 @@ export interface Task {
   contentType: string;
   concurrencyKey: string | null;
   concurrencyLimit: number | null;
+  /** At most `limit` pushes of its key per `period_ms`: sets the key's rate if none is set. */
+  rateLimit: { limit: number; period_ms: number } | null;
   priority: number;
   runAt: Date;
   expiresAt: Date | null;
@@ -121,4 +123,6 @@ export const LIMITS = Object.freeze({
   maxAttempts: 1_000,
   maxLeaseMs: 12 * 3_600_000,
   maxDelayMs: 365 * 24 * 3_600_000,
+  /** The longest period of a rate limit. */
+  maxRatePeriodMs: 24 * 3_600_000,
 });

@@ -1,6 +1,7 @@
 /**
  * When the next thing comes due (DESIGN.md §6): the earliest `run_at` of a pending task
- * (delayed, retried, deferred) not yet seen by a claim pass, and the earliest lease expiry: an
+ * (delayed, retried, deferred) not yet seen by a claim pass, the earliest lease expiry, and
+ * the end of a rate limit's oldest grant where due tasks wait for it: an
  * index probe (`tasks_delayed`) and a scan of the leased rows' index (`tasks_lane_leased`;
  * leased rows are bounded by the limits), measured on the database's clock so that a
  * dispatcher whose clock differs still wakes on time.
@@ -18,13 +19,20 @@ select (extract(epoch from least(
    order by run_at limit 1),
   -- The next slot of a schedule (0010_schedules.sql): it fires then.
   (select next_fire_at from sluice.schedules where next_fire_at is not null order by next_fire_at limit 1),
-  (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1)
+  (select lease_expires_at from sluice.tasks where status = 'leased' order by lease_expires_at limit 1),
+  -- A rate-limited level has room again when its oldest live grant ends: the first such end
+  -- at a level with due tasks (0011_rate_limits.sql).
+  (select g.until from sluice.rate_grants g
+   where g.until > clock_timestamp()
+     and exists (select 1 from sluice.keys k where k.queue = g.queue and k.head_priority is not null and (g.lane = '*' or k.lane = g.lane))
+   order by g.until limit 1)
 ) - clock_timestamp()) * 1000)::float8 as due_in_ms`;
 
 /**
- * Milliseconds until the next pending task comes due or the next lease expires (0 when a
- * lease has expired already); `null` when nothing is waiting on time. Due work blocked by a
- * limit is not counted: only a lease end or a limit change frees it, and those poke.
+ * Milliseconds until the next pending task comes due, the next lease expires (0 when a lease
+ * has expired already) or a rate limit holding due tasks has room again; `null` when nothing is
+ * waiting on time. Due work blocked by a concurrency limit is not counted: only a lease end or
+ * a limit change frees it, and those poke.
  */
 export async function nextDueInMs(db: Queryable): Promise<number | null> {
   const [row] = await db.query<{ due_in_ms: number | null }>(NEXT_DUE);

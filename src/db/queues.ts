@@ -1,5 +1,5 @@
 /** Queue settings at run time, per-key limits, counts and slot holders (DESIGN.md §5). */
-import type { QueueLimitSettings } from '../core/limits.ts';
+import type { QueueLimitSettings, Rate } from '../core/limits.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask } from './rows.ts';
 import { leaseSettleMany } from './settle.ts';
@@ -12,7 +12,7 @@ export interface QueueOverride {
 
 interface QueueRow {
   name: string;
-  options: { concurrency?: number; key_concurrency?: number; priority?: number };
+  options: Omit<QueueLimitSettings, 'paused'>;
   paused: boolean | null;
   updated_at: Date;
 }
@@ -113,8 +113,10 @@ export interface SlotHolder {
 export interface ConcurrencySnapshot {
   clusterActive: number;
   holders: SlotHolder[];
-  /** Per key: the limit its first task gave, and the run-time override. */
-  keyLimits: Map<string, { taskLimit: number | null; override: number | null }>;
+  /** Per key: the limit and the rate its first task gave, and the run-time limit override. */
+  keyLimits: Map<string, { taskLimit: number | null; override: number | null; taskRate: Rate | null }>;
+  /** Rate-limit grants still inside their period, per key ('*': the queue's own). */
+  rateUsed: Map<string, number>;
 }
 
 /** Who holds the queue's slots, and the per-key limit inputs, in one consistent read. */
@@ -122,17 +124,27 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
   const rows = await db.query<{
     cluster_active: number;
     holders: Array<{ task_id: string; concurrency_key: string | null; lease_id: string; leased_at: string; expires_at: string }> | null;
-    keys: Array<{ key: string; task_limit: number | null; override: number | null }> | null;
+    keys: Array<{
+      key: string;
+      task_limit: number | null;
+      override: number | null;
+      rate_limit: number | null;
+      rate_period_ms: number | null;
+    }> | null;
+    rate_used: Record<string, number> | null;
   }>(
     `select
        (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
        (select json_agg(json_build_object('task_id', id::text, 'concurrency_key', concurrency_key, 'lease_id', lease_id,
                                           'leased_at', leased_at, 'expires_at', lease_expires_at) order by leased_at, id)
           from sluice.tasks where status = 'leased' and queue = $1) as holders,
-       (select json_agg(json_build_object('key', coalesce(k.key, l.concurrency_key), 'task_limit', k.task_limit, 'override', l."limit"))
-          from (select substr(lane, 3) as key, task_limit from sluice.keys where queue = $1 and lane <> '') k
+       (select json_agg(json_build_object('key', coalesce(k.key, l.concurrency_key), 'task_limit', k.task_limit, 'override', l."limit",
+                                          'rate_limit', k.task_rate_limit, 'rate_period_ms', k.task_rate_period_ms))
+          from (select substr(lane, 3) as key, task_limit, task_rate_limit, task_rate_period_ms from sluice.keys where queue = $1 and lane <> '') k
           full join (select concurrency_key, "limit" from sluice.key_limits where queue = $1) l on l.concurrency_key = k.key
-          where k.task_limit is not null or l."limit" is not null) as keys`,
+          where k.task_limit is not null or l."limit" is not null or k.task_rate_limit is not null) as keys,
+       (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end, n)
+          from (select lane, count(*)::int as n from sluice.rate_grants where queue = $1 and until > now() group by lane) g) as rate_used`,
     [queue],
   );
   const row = rows[0]!;
@@ -145,7 +157,17 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
       leasedAt: new Date(h.leased_at),
       expiresAt: new Date(h.expires_at),
     })),
-    keyLimits: new Map((row.keys ?? []).map((k) => [k.key, { taskLimit: k.task_limit, override: k.override }])),
+    keyLimits: new Map(
+      (row.keys ?? []).map((k) => [
+        k.key,
+        {
+          taskLimit: k.task_limit,
+          override: k.override,
+          taskRate: k.rate_limit === null || k.rate_period_ms === null ? null : { limit: k.rate_limit, period_ms: k.rate_period_ms },
+        },
+      ]),
+    ),
+    rateUsed: new Map(Object.entries(row.rate_used ?? {})),
   };
 }
 

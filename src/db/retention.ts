@@ -19,6 +19,14 @@ deleted as (
 )
 select count(*)::int as n from deleted`;
 
+/** Deletes the rate-limit grants whose period is over: they count against nothing (0011_rate_limits.sql). */
+export async function rateGrantsSweep(db: Queryable): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    'with gone as (delete from sluice.rate_grants where until < now() returning 1) select count(*)::int as n from gone',
+  );
+  return row?.n ?? 0;
+}
+
 /** Deletes up to `limit` tasks that finished more than `retentionMs` ago; returns how many. */
 export async function finishedSweep(db: Queryable, retentionMs: number, limit: number): Promise<number> {
   const [row] = await db.query<{ n: number }>(SWEEP, [retentionMs, limit]);

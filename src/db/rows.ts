@@ -12,6 +12,8 @@ export interface TaskRow {
   content_type: string;
   concurrency_key: string | null;
   concurrency_limit: number | null;
+  rate_limit: number | null;
+  rate_period_ms: number | null;
   priority: number;
   run_at: Date;
   expires_at: Date | null;
@@ -48,6 +50,7 @@ export function toTask(row: TaskRow): Task {
     contentType: row.content_type,
     concurrencyKey: row.concurrency_key,
     concurrencyLimit: row.concurrency_limit,
+    rateLimit: row.rate_limit === null || row.rate_period_ms === null ? null : { limit: row.rate_limit, period_ms: row.rate_period_ms },
     priority: row.priority,
     runAt: row.run_at,
     expiresAt: row.expires_at,

@@ -15,6 +15,7 @@ export interface NewTask {
   contentType: string;
   concurrencyKey: string | null;
   concurrencyLimit: number | null;
+  rateLimit: { limit: number; period_ms: number } | null;
   priority: number;
   /** Not before: an absolute time, or a delay from the database's `now()`. */
   runAt: Date | null;
@@ -40,16 +41,16 @@ with input as materialized (
   select x.*, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
   from jsonb_to_recordset($1::jsonb) as x(
     ord integer, queue text, url text, method text, headers jsonb, body text, content_type text,
-    concurrency_key text, concurrency_limit integer, priority integer, run_at timestamptz,
+    concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, priority integer, run_at timestamptz,
     delay_ms bigint, expires_at timestamptz, ttl_ms bigint, max_attempts integer, backoff jsonb,
     timeout_ms integer, lease_ms integer, dedup_key text)
 ),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
-    concurrency_limit, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
+    concurrency_limit, rate_limit, rate_period_ms, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
   overriding system value
   select new_id, queue, url, method, headers, body, content_type, concurrency_key,
-    concurrency_limit, priority,
+    concurrency_limit, rate_limit, rate_period_ms, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
     max_attempts, backoff, timeout_ms, lease_ms, dedup_key
@@ -124,6 +125,8 @@ export function toInputRow(t: NewTask, ord: number) {
     content_type: t.contentType,
     concurrency_key: t.concurrencyKey,
     concurrency_limit: t.concurrencyLimit,
+    rate_limit: t.rateLimit?.limit ?? null,
+    rate_period_ms: t.rateLimit?.period_ms ?? null,
     priority: t.priority,
     run_at: t.runAt?.toISOString() ?? null,
     delay_ms: t.delayMs,

@@ -12,6 +12,7 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
     contentType: 'application/json',
     concurrencyKey: null,
     concurrencyLimit: null,
+    rateLimit: null,
     priority: 0,
     runAt: null,
     delayMs: null,

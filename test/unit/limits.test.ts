@@ -1,18 +1,31 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { resolveKeyLimit, resolveQueueLimits, room } from '../../src/core/limits.ts';
+import { resolveKeyLimit, resolveKeyRate, resolveQueueLimits, room } from '../../src/core/limits.ts';
 import { scenario } from '../helpers/claim-arbitraries.ts';
 import { type ModelState, planClaim } from '../helpers/claim-model.ts';
 
 describe('resolveQueueLimits', () => {
   it('takes each field from the override, else the environment, else the default', () => {
-    const r = resolveQueueLimits({ concurrency: 5, key_concurrency: 2, paused: true }, { concurrency: 9, paused: false });
+    const rate = { limit: 10, period_ms: 1_000 };
+    const r = resolveQueueLimits({ concurrency: 5, key_concurrency: 2, paused: true, key_rate: rate }, { concurrency: 9, paused: false });
     expect(r).toEqual({
       concurrency: { value: 9, source: 'override' },
       keyConcurrency: { value: 2, source: 'env' },
       priority: { value: 0, source: 'default' },
       paused: { value: false, source: 'override' },
+      rate: { value: null, source: 'default' },
+      keyRate: { value: rate, source: 'env' },
     });
+  });
+});
+
+describe('resolveKeyRate', () => {
+  const queueDefault = { value: { limit: 3, period_ms: 1_000 }, source: 'env' } as const;
+  it('prefers the first task’s rate, then the queue key_rate; keyless has none', () => {
+    const task = { limit: 1, period_ms: 60_000 };
+    expect(resolveKeyRate('k', task, queueDefault)).toEqual({ value: task, source: 'task' });
+    expect(resolveKeyRate('k', null, queueDefault)).toEqual(queueDefault);
+    expect(resolveKeyRate(null, task, queueDefault)).toEqual({ value: null, source: 'default' });
   });
 });
 

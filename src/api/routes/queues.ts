@@ -7,7 +7,7 @@ import { Hono } from 'hono';
 import { type Config, NAME_PATTERN, queueDefaults } from '../../config.ts';
 import { NotFoundError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
-import { type EffectiveQueueLimits, resolveKeyLimit, resolveQueueLimits } from '../../core/limits.ts';
+import { type EffectiveQueueLimits, type Rate, resolveKeyLimit, resolveKeyRate, resolveQueueLimits } from '../../core/limits.ts';
 import { textProblem } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
@@ -114,6 +114,7 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
     else byKey.set(h.concurrencyKey, [...(byKey.get(h.concurrencyKey) ?? []), h]);
   }
   const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys()])].sort();
+  const rate = (r: { value: Rate | null; source: string }, used: number) => ({ value: r.value, source: r.source, used });
   const slots = (holders: typeof snapshot.holders) =>
     holders.map((h) => ({
       task_id: h.taskId,
@@ -129,12 +130,21 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
       source: limits.concurrency.source,
       active: snapshot.holders.length,
       paused: limits.paused.value,
+      rate: rate(limits.rate, snapshot.rateUsed.get('*') ?? 0),
     },
     keys: keys.map((key) => {
       const inputs = snapshot.keyLimits.get(key);
       const limit = resolveKeyLimit(key, inputs?.override ?? null, inputs?.taskLimit ?? null, limits.keyConcurrency);
       const holders = byKey.get(key) ?? [];
-      return { key, limit: limit.value, source: limit.source, active: holders.length, slots: slots(holders) };
+      const keyRate = resolveKeyRate(key, inputs?.taskRate ?? null, limits.keyRate);
+      return {
+        key,
+        limit: limit.value,
+        source: limit.source,
+        active: holders.length,
+        rate: rate(keyRate, snapshot.rateUsed.get(key) ?? 0),
+        slots: slots(holders),
+      };
     }),
     keyless: { active: keyless.length, slots: slots(keyless) },
   });
@@ -165,6 +175,8 @@ function queueView(config: Config, name: string, limits: EffectiveQueueLimits, c
     key_concurrency: field(limits.keyConcurrency),
     priority: field(limits.priority),
     paused: field(limits.paused),
+    rate: field(limits.rate),
+    key_rate: field(limits.keyRate),
     key_from: defaults.keyFrom,
     url: defaults.url,
     max_attempts: defaults.maxAttempts,

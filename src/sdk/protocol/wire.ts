@@ -24,6 +24,8 @@ export interface EnqueueRequest {
   concurrency_key?: string | null;
   /** The key's limit when none is configured yet. */
   concurrency_limit?: number;
+  /** The key's rate when none is configured yet: at most `limit` pushes in any window of `period_ms`. */
+  rate_limit?: { limit: number; period_ms: number };
   /** Lower runs first. Default 0. */
   priority?: number;
   /** Not before: a delay, or a time (RFC 3339). */
@@ -51,6 +53,7 @@ export interface TaskView {
   method: HttpMethod;
   concurrency_key: string | null;
   concurrency_limit: number | null;
+  rate_limit: { limit: number; period_ms: number } | null;
   priority: number;
   run_at: string;
   expires_at: string | null;
