@@ -1,0 +1,72 @@
+/** The CLI's pure parts: its argument parser, terminal-safe text, and the succeeded counts it reads from /metrics. */
+import { describe, expect, it } from 'vitest';
+import { type CommandSpec, intFlag, parseTokens } from '../../src/cli/args.ts';
+import { UsageError } from '../../src/cli/errors.ts';
+import { clean, span, table } from '../../src/cli/output.ts';
+import { parseSucceeded } from '../../src/cli/succeeded.ts';
+
+const command: CommandSpec<unknown> = {
+  words: ['queues', 'set'],
+  args: [{ name: 'QUEUE' }],
+  flags: [
+    { name: 'priority', value: 'N', help: '' },
+    { name: 'force', help: '' },
+  ],
+  summary: '',
+  run: async () => {},
+};
+
+describe('the argument parser', () => {
+  it('takes --flag value, --flag=value, a value that begins with "-", switches, and anything after --', () => {
+    const parsed = parseTokens(command, ['queues', 'set', '--priority', '-5', '--json', '--url=http://x', '--', '-odd-name']);
+    expect(parsed.args).toEqual({ QUEUE: '-odd-name' });
+    expect(Object.fromEntries(parsed.flags)).toEqual({ priority: '-5', json: true, url: 'http://x' });
+    expect(intFlag(parsed, 'priority')).toBe(-5);
+  });
+
+  it('refuses what the command does not declare, naming it', () => {
+    const refusal = (tokens: string[]) => {
+      try {
+        parseTokens(command, tokens);
+      } catch (error) {
+        expect(error).toBeInstanceOf(UsageError);
+        return (error as Error).message;
+      }
+      throw new Error(`${tokens.join(' ')} was accepted`);
+    };
+    expect(refusal(['queues', 'set', 'q', '--limit', '3'])).toMatch(/^unknown option --limit for `sluice queues set`/);
+    expect(refusal(['queues', 'set', 'q', '--priority'])).toBe('--priority needs a value: --priority N');
+    expect(refusal(['queues', 'set', 'q', '--force=yes'])).toBe('--force takes no value');
+    expect(refusal(['queues', 'set'])).toBe('missing QUEUE: sluice queues set QUEUE [options]');
+    expect(refusal(['queues', 'set', 'q', 'r'])).toMatch(/^unexpected argument "r"/);
+    expect(() => intFlag(parseTokens(command, ['queues', 'set', 'q', '--priority', '1.5']), 'priority')).toThrow(/whole number/);
+  });
+});
+
+describe('text for a terminal', () => {
+  it('escapes control characters, C1 ones included, so task data cannot drive the terminal', () => {
+    expect(clean('ok\u001b[2J\u009b31m\r\nnext\u007f')).toBe('ok\\u001b[2J\\u009b31m\\r\\nnext\\u007f');
+    expect(table(['A', 'N'], [['x\ty', 7]])).toBe('A     N\nx\\ty  7');
+  });
+
+  it('writes durations for people', () => {
+    expect([850, 12_400, 184_000, 7_500_000, 277_200_000].map(span)).toEqual(['850ms', '12s', '3m04s', '2h05m', '3d05h']);
+  });
+});
+
+describe('succeeded counts from /metrics', () => {
+  it('reads sluice_tasks{status="succeeded"} per queue and when they were counted', () => {
+    const text = [
+      '# HELP sluice_tasks Tasks per queue and status.',
+      '# TYPE sluice_tasks gauge',
+      'sluice_tasks{queue="emails",status="succeeded"} 12',
+      'sluice_tasks{queue="emails",status="dead"} 3',
+      'sluice_tasks{queue="odd\\"name\\\\",status="succeeded"} 1',
+      'sluice_tasks_succeeded_total{queue="emails"} 99',
+      'sluice_tasks_counted_timestamp_seconds 1790000000.5',
+    ].join('\n');
+    const counts = parseSucceeded(text);
+    expect(Object.fromEntries(counts.byQueue)).toEqual({ emails: 12, 'odd"name\\': 1 });
+    expect(counts.countedAt?.toISOString()).toBe('2026-09-21T14:13:20.500Z');
+  });
+});
