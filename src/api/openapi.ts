@@ -243,6 +243,7 @@ const SCHEDULE_TASK_FIELDS = {
   method: TASK_FIELDS.method,
   concurrency_key: nullable(str),
   concurrency_limit: nullable(int),
+  rate_limit: rateOrNull,
   priority: int,
   ttl_ms: nullable(int),
   max_attempts: int,

@@ -192,14 +192,15 @@ advanced as (
 ),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key, concurrency_limit,
-    priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, schedule, schedule_slot)
+    rate_limit, rate_period_ms, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, schedule, schedule_slot)
   overriding system value
   select a.new_id, x.queue, x.url, x.method, x.headers, x.body, x.content_type, x.concurrency_key, x.concurrency_limit,
-    x.priority, $3, $3 + make_interval(secs => x.ttl_ms / 1000.0), x.max_attempts, x.backoff, x.timeout_ms, x.lease_ms, $1, $3
+    x.rate_limit, x.rate_period_ms, x.priority, $3, $3 + make_interval(secs => x.ttl_ms / 1000.0), x.max_attempts, x.backoff,
+    x.timeout_ms, x.lease_ms, $1, $3
   from advanced a,
     jsonb_to_record(a.template) as x(queue text, url text, method text, headers jsonb, body text, content_type text,
-      concurrency_key text, concurrency_limit integer, priority integer, ttl_ms bigint, max_attempts integer, backoff jsonb,
-      timeout_ms integer, lease_ms integer)
+      concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, priority integer, ttl_ms bigint,
+      max_attempts integer, backoff jsonb, timeout_ms integer, lease_ms integer)
   where a.fires
   on conflict (schedule, schedule_slot) where schedule is not null do nothing
   returning id, run_at

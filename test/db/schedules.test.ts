@@ -218,8 +218,22 @@ describe('the API', () => {
 });
 
 describe('firing, with a clock the test moves', () => {
-  it('fires each slot once, the task carrying its schedule and slot', async () => {
-    const created = await call('POST', '/v1/schedules', schedule({ overlap: 'allow' }));
+  it('fires each slot once, the task carrying its schedule and slot, and every field of the template', async () => {
+    const template = {
+      url: `${endpoint.url}/report`,
+      body: { kind: 'report' },
+      queue: 'reports',
+      headers: { 'x-token': 'secret' },
+      concurrency_key: 'acme',
+      rate_limit: { limit: 2, period_ms: 1_000 },
+      priority: 3,
+      max_attempts: 2,
+      backoff: { initial_ms: 500 },
+      timeout_ms: 1_000,
+      lease_ms: 5_000,
+      ttl_ms: 60_000,
+    };
+    const created = await call('POST', '/v1/schedules', schedule({ overlap: 'allow', task: template }));
     const due = new Date(created.json.next_fire_at);
     expect(await fireDueSchedules(t.db, { now: new Date(due.getTime() - 1) })).toMatchObject({ fired: 0 });
     expect(await fireDueSchedules(t.db, { now: due })).toMatchObject({ fired: 1 });
@@ -232,7 +246,18 @@ describe('firing, with a clock the test moves', () => {
       schedule: { name: 'report', slot: due.toISOString() },
       url: `${endpoint.url}/report`,
       body: { kind: 'report' },
+      queue: 'reports',
+      header_names: ['x-token'],
+      concurrency_key: 'acme',
+      rate_limit: { limit: 2, period_ms: 1_000 },
+      priority: 3,
+      max_attempts: 2,
+      timeout_ms: 1_000,
+      lease_ms: 5_000,
+      expires_at: new Date(due.getTime() + 60_000).toISOString(),
     });
+    const [stored] = await t.db.query<{ headers: object; backoff: { initial_ms: number } }>('select headers, backoff from sluice.tasks');
+    expect(stored).toMatchObject({ headers: { 'x-token': 'secret' }, backoff: { initial_ms: 500 } });
     expect((await call('GET', '/v1/schedules/report')).json).toMatchObject({
       last_slot_at: due.toISOString(),
       last_outcome: 'fired',
@@ -352,6 +377,11 @@ describe('overlap policies, when the previous firing is unfinished', () => {
     expect(await fired('allow')).toHaveLength(2);
     const claimed = await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: second });
     expect(claimed).toHaveLength(2);
+  });
+
+  it('queue: the API gives the template a key of the schedule, limit 1', async () => {
+    const created = await call('POST', '/v1/schedules', schedule({ name: 'serial', overlap: 'queue' }));
+    expect(created.json.task).toMatchObject({ concurrency_key: 'schedule:serial', concurrency_limit: 1 });
   });
 
   it('queue: enqueues every slot, run one at a time in slot order (a key of their own, limit 1)', async () => {

@@ -107,20 +107,15 @@ function validateSchedule(raw: unknown, config: Config): NewSchedule {
   if (task !== null && typeof task === 'object' && !Array.isArray(task)) {
     const fields = task as Record<string, unknown>;
     for (const [field, why] of Object.entries(REFUSED)) if (field in fields) issues.push({ path: `task.${field}`, message: why });
-    // With overlap `queue` the firings hold a key of their own, limit 1: the template's would be lost.
+    // With overlap `queue` the firings hold a key of their own, limit 1, as if the task gave it.
     const keyed = overlap === 'queue' ? QUEUE_KEYED : [];
     for (const field of keyed)
       if (field in fields) issues.push({ path: `task.${field}`, message: 'overlap `queue` runs the firings on a key of their own' });
-    const checked = checkTask(
-      Object.fromEntries(Object.entries(fields).filter(([f]) => !(f in REFUSED) && !keyed.includes(f))),
-      config,
-      'task',
-    );
+    const own = overlap === 'queue' ? { concurrency_key: queueKey(String(input.name)), concurrency_limit: 1 } : {};
+    const given = Object.entries(fields).filter(([f]) => !(f in REFUSED) && !keyed.includes(f));
+    const checked = checkTask({ ...Object.fromEntries(given), ...own }, config, 'task');
     if ('issues' in checked) issues.push(...checked.issues);
-    else
-      template = toTemplate(
-        overlap === 'queue' ? { ...checked.task, concurrencyKey: queueKey(String(input.name)), concurrencyLimit: 1 } : checked.task,
-      );
+    else template = toTemplate(checked.task);
   }
   if (issues.length > 0 || !parsed.success || !template || !cron || !('cron' in cron) || !('zone' in zone)) {
     throw new ValidationError(issues);
@@ -158,6 +153,7 @@ function scheduleView(s: Schedule) {
       method: t.method,
       concurrency_key: t.concurrency_key,
       concurrency_limit: t.concurrency_limit,
+      rate_limit: t.rate_limit === null ? null : { limit: t.rate_limit, period_ms: t.rate_period_ms },
       priority: t.priority,
       ttl_ms: t.ttl_ms,
       max_attempts: t.max_attempts,
