@@ -9,6 +9,7 @@ import { pokeNow } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
+import { dashboard } from './dashboard/index.ts';
 import { problemOf, problemResponse, UNAVAILABLE_RETRY_AFTER_S } from './problem.ts';
 import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
@@ -52,6 +53,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/v1/leases', leases);
   app.route('/v1/schedules', schedules);
   app.route('/v1/webhooks', webhooks);
+  app.route('/dashboard', dashboard);
 
   app.notFound((c) =>
     problemResponse(c, {

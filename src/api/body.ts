@@ -1,4 +1,4 @@
-/** Reading a JSON request body within a size limit; every failure is a 4xx naming the cause. */
+/** Reading a JSON (or form) request body within a size limit; every failure is a 4xx naming the cause. */
 import { PayloadTooLargeError, SluiceError, ValidationError } from '../core/errors.ts';
 
 /** Reads a JSON body of at most `limitBytes`; `options.empty` is what an empty body means (else a 400). */
@@ -19,6 +19,16 @@ export async function readJson(request: Request, limitBytes: number, options: { 
   } catch (error) {
     throw new SluiceError(400, 'invalid_json', `the body is not valid JSON: ${(error as Error).message}`);
   }
+}
+
+/** Reads a form body (`application/x-www-form-urlencoded`, as the dashboard's forms send) of at most `limitBytes`. */
+export async function readForm(request: Request, limitBytes: number): Promise<URLSearchParams> {
+  const type = request.headers.get('content-type');
+  if (type === null || !/^application\/x-www-form-urlencoded\b/i.test(type.trim())) {
+    throw new SluiceError(415, 'unsupported_media_type', 'the body must be a form (Content-Type: application/x-www-form-urlencoded)');
+  }
+  if (Number(request.headers.get('content-length') ?? '0') > limitBytes) throw new PayloadTooLargeError(limitBytes);
+  return new URLSearchParams(await readText(request, limitBytes));
 }
 
 async function readText(request: Request, limitBytes: number): Promise<string> {

@@ -106,11 +106,15 @@ export interface SlotHolder {
   taskId: string;
   concurrencyKey: string | null;
   leaseId: string;
+  /** The attempt this lease is (1 for the first push). */
+  attempt: number;
   leasedAt: Date;
   expiresAt: Date;
 }
 
 export interface ConcurrencySnapshot {
+  /** The database's clock when read: lease times are on it. */
+  now: Date;
   clusterActive: number;
   holders: SlotHolder[];
   /** Per key: the limit and the rate its first task gave, and the run-time limit override. */
@@ -122,8 +126,16 @@ export interface ConcurrencySnapshot {
 /** Who holds the queue's slots, and the per-key limit inputs, in one consistent read. */
 export async function concurrencySnapshot(db: Queryable, queue: string): Promise<ConcurrencySnapshot> {
   const rows = await db.query<{
+    now: Date;
     cluster_active: number;
-    holders: Array<{ task_id: string; concurrency_key: string | null; lease_id: string; leased_at: string; expires_at: string }> | null;
+    holders: Array<{
+      task_id: string;
+      concurrency_key: string | null;
+      lease_id: string;
+      attempt: number;
+      leased_at: string;
+      expires_at: string;
+    }> | null;
     keys: Array<{
       key: string;
       task_limit: number | null;
@@ -133,10 +145,11 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
     }> | null;
     rate_used: Record<string, number> | null;
   }>(
-    `select
+    `select now() as now,
        (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
        (select json_agg(json_build_object('task_id', id::text, 'concurrency_key', concurrency_key, 'lease_id', lease_id,
-                                          'leased_at', leased_at, 'expires_at', lease_expires_at) order by leased_at, id)
+                                          'attempt', attempts, 'leased_at', leased_at, 'expires_at', lease_expires_at)
+                        order by leased_at, id)
           from sluice.tasks where status = 'leased' and queue = $1) as holders,
        (select json_agg(json_build_object('key', coalesce(k.key, l.concurrency_key), 'task_limit', k.task_limit, 'override', l."limit",
                                           'rate_limit', k.task_rate_limit, 'rate_period_ms', k.task_rate_period_ms))
@@ -149,11 +162,13 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
   );
   const row = rows[0]!;
   return {
+    now: new Date(row.now),
     clusterActive: row.cluster_active,
     holders: (row.holders ?? []).map((h) => ({
       taskId: h.task_id,
       concurrencyKey: h.concurrency_key,
       leaseId: h.lease_id,
+      attempt: h.attempt,
       leasedAt: new Date(h.leased_at),
       expiresAt: new Date(h.expires_at),
     })),

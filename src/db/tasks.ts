@@ -169,6 +169,74 @@ export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
   return rows.map(toTask);
 }
 
+/** Which dead tasks a bulk redrive takes. */
+export interface DeadFilter {
+  queue?: string | undefined;
+  concurrencyKey?: string | undefined;
+}
+
+/**
+ * One batch of a bulk redrive: the first `limit` dead tasks matching `filter` with ids above
+ * `afterId`, oldest first (through the status indexes), redriven in one statement. A task whose
+ * dedup key another unfinished task of its queue holds stays dead (of several dead ones sharing
+ * a key, the newest is redriven). Returns how many were examined and redriven, and the last id
+ * examined, where the next batch starts.
+ */
+export async function taskRedriveMatching(
+  db: Queryable,
+  filter: DeadFilter,
+  afterId: string | null,
+  limit: number,
+): Promise<{ examined: number; redriven: number; lastId: string | null }> {
+  try {
+    const rows = await db.query<{ examined: number; redriven: number; last_id: string | null }>(
+      `with examined as (
+         select id, queue, dedup_key from sluice.tasks
+         where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
+           and ($3::bigint is null or id > $3)
+         order by id
+         limit $4
+       ),
+       eligible as (
+         select e.id from examined e
+         where e.dedup_key is null
+            or (e.id = (select max(d.id) from examined d where d.queue = e.queue and d.dedup_key = e.dedup_key)
+                and not exists (select 1 from sluice.tasks u
+                                where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ('pending', 'leased')))
+       ),
+       redriven as (
+         update sluice.tasks t
+         set ${REDRIVE_SET}
+         from eligible where t.id = eligible.id and t.status = 'dead'
+         returning t.*
+       ),${lowerHintsCte('redriven')}
+       select (select count(*) from examined)::int as examined, (select count(*) from redriven)::int as redriven,
+              (select max(id) from examined)::text as last_id`,
+      [filter.queue ?? null, filter.concurrencyKey ?? null, afterId, limit],
+    );
+    const row = rows[0]!;
+    return { examined: row.examined, redriven: row.redriven, lastId: row.last_id };
+  } catch (error) {
+    if ((error as { code?: string }).code === '23505') {
+      throw new ConflictError(409, 'duplicate_unfinished', 'a task with the dedup_key of a dead task was enqueued meanwhile: try again');
+    }
+    throw error;
+  }
+}
+
+/** How many dead tasks match `filter`, counting no further than `cap` (through the status indexes). */
+export async function taskCountDead(db: Queryable, filter: DeadFilter, cap: number): Promise<number> {
+  const rows = await db.query<{ n: number }>(
+    `select count(*)::int as n from (
+       select 1 from sluice.tasks
+       where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
+       limit $3
+     ) matching`,
+    [filter.queue ?? null, filter.concurrencyKey ?? null, cap],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /**
  * Cancels a task: a pending one at once; a leased one by request (its lease holder learns
  * of it at its next heartbeat, and a failure then ends it as cancelled instead of retrying).
@@ -190,6 +258,9 @@ export async function taskCancel(db: Queryable, id: string): Promise<Task> {
   throw new ConflictError(409, 'already_finished', `task ${id} is already ${task.status}`);
 }
 
+/** What a redrive writes: pending now, with a fresh attempt budget. */
+const REDRIVE_SET = `status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()`;
+
 /**
  * Redrives a dead task: pending again now, with a fresh attempt budget. A task with the same
  * dedup key that is unfinished meanwhile makes this a conflict.
@@ -200,7 +271,7 @@ export async function taskRedrive(db: Queryable, id: string): Promise<Task> {
     rows = await db.query<TaskRow>(
       `with redriven as (
          update sluice.tasks
-         set status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()
+         set ${REDRIVE_SET}
          where id = $1 and status = 'dead'
          returning *
        ),${lowerHintsCte('redriven')}

@@ -1,16 +1,17 @@
-/** /v1/tasks: enqueue (one or a batch), read, list, cancel. */
+/** /v1/tasks: enqueue (one or a batch), read, list, cancel, redrive (the last four shared with the dashboard: task-ops.ts). */
 import { Hono } from 'hono';
 import type { Config } from '../../config.ts';
-import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
+import { type FieldIssue, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
-import { type AttemptRecord, taskAttempts } from '../../db/leases.ts';
-import { type Enqueued, type NewTask, taskCancel, taskGet, taskInsertMany, taskList, taskRedrive } from '../../db/tasks.ts';
+import type { AttemptRecord } from '../../db/leases.ts';
+import { type Enqueued, type NewTask, taskInsertMany } from '../../db/tasks.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { batchSchema, checkTask, listQuerySchema } from '../schemas.ts';
+import { batchSchema, checkTask } from '../schemas.ts';
+import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
 import { taskStateView, taskView } from '../views.ts';
 
 export const tasks = new Hono<AppEnv>();
@@ -34,26 +35,17 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
 });
 
 tasks.get('/', requireScope('tasks:read'), async (c) => {
-  const parsed = listQuerySchema.safeParse(c.req.query());
-  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  const q = parsed.data;
-  const beforeId = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
-  const rows = await taskList(c.var.db, { queue: q.queue, status: q.status, concurrencyKey: q.concurrency_key, beforeId, limit: q.limit });
-  const last = rows.at(-1);
-  return c.json({ tasks: rows.map((t) => taskView(t)), next_cursor: rows.length === q.limit && last ? encodeCursor(last.id) : null });
+  const { tasks, nextCursor } = await listTasks(c.var.db, c.req.query());
+  return c.json({ tasks: tasks.map((t) => taskView(t)), next_cursor: nextCursor });
 });
 
 tasks.get('/:id', requireScope('tasks:read'), async (c) => {
-  const id = taskId(c.req.param('id'));
-  const [task, attempts] = id === null ? [null, []] : await Promise.all([taskGet(c.var.db, id), taskAttempts(c.var.db, id)]);
-  if (!task) throw new NotFoundError(`task ${c.req.param('id')}`);
+  const { task, attempts } = await getTask(c.var.db, c.req.param('id'));
   return c.json({ ...taskView(task, { body: true }), attempt_history: attempts.map(attemptView) });
 });
 
 tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
-  const id = taskId(c.req.param('id'));
-  if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
-  const task = await taskCancel(c.var.db, id);
+  const task = await cancelTask(c.var, c.req.param('id'));
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
 
@@ -71,10 +63,7 @@ function validateTasks(items: readonly unknown[], config: Config, prefix: string
 }
 
 tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
-  const id = taskId(c.req.param('id'));
-  if (id === null) throw new NotFoundError(`task ${c.req.param('id')}`);
-  const task = await taskRedrive(c.var.db, id);
-  c.var.poke();
+  const task = await redriveTask(c.var, c.req.param('id'));
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
 
@@ -90,27 +79,6 @@ function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued[]): void
 /** A new task is the caller's own; a dedup hit may be another caller's, shown whole only to readers. */
 function enqueuedView(e: Enqueued, canRead: boolean) {
   return { ...(e.deduplicated && !canRead ? taskStateView(e.task) : taskView(e.task)), deduplicated: e.deduplicated };
-}
-
-/** Task ids are positive 64-bit integers; anything else cannot name a task. */
-function taskId(text: string): string | null {
-  return /^[1-9]\d{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n ? text : null;
-}
-
-function encodeCursor(id: string): string {
-  return btoa(`before:${id}`).replace(/=+$/, '');
-}
-
-function decodeCursor(cursor: string): string {
-  let text = '';
-  try {
-    text = atob(cursor);
-  } catch {
-    // Falls through to the error below.
-  }
-  const id = /^before:(\d+)$/.exec(text)?.[1];
-  if (!id || taskId(id) === null) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API returned' }]);
-  return id;
 }
 
 function attemptView(a: AttemptRecord) {

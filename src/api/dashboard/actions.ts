@@ -1,0 +1,258 @@
+/**
+ * The dashboard's actions. Each is confirmed first (a GET page saying what it will do and the
+ * API call that does the same), then made by a POST that goes through the same code path as
+ * that API call (queue-ops.ts, task-ops.ts): the same validation, the same writes, the same poke.
+ */
+import { ValidationError } from '../../core/errors.ts';
+import {
+  clearKeyLimit,
+  concurrencyKey,
+  type OpsContext,
+  patchQueue,
+  queueName,
+  releaseLease,
+  resetQueue,
+  setKeyLimit,
+  setPaused,
+} from '../queue-ops.ts';
+import { cancelTask, REDRIVE_BATCH, REDRIVE_BATCHES_PER_CALL, redriveMatching, redriveTask } from '../task-ops.ts';
+import { href } from './format.ts';
+
+export type Params = Record<string, string>;
+
+/** The API call an action makes, for the confirmation page's curl line. */
+export interface ApiCall {
+  method: 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  body?: object;
+}
+
+export interface Described {
+  title: string;
+  detail: string;
+  /** `null`: no single call does it (the page says what does). */
+  call: ApiCall | null;
+  /** Where the page goes back to, on cancel and after the action. */
+  back: string;
+  danger?: boolean;
+}
+
+interface Action {
+  fields: readonly string[];
+  /** Checks the parameters (as the API would) and says what the action will do. */
+  describe(p: Params): Described;
+  /** Does it; returns what to tell the user. */
+  perform(ops: OpsContext, p: Params): Promise<string>;
+}
+
+const seg = encodeURIComponent;
+const queuePage = (q: string) => href(`/queues/${seg(q)}`);
+
+/** A positive whole number from a form field, or a 400 naming the field. */
+function count(p: Params, field: string): number {
+  const text = (p[field] ?? '').trim();
+  if (!/^\d{1,7}$/.test(text) || Number(text) < 1)
+    throw new ValidationError([{ path: field, message: 'must be a whole number of at least 1' }]);
+  return Number(text);
+}
+
+function taskIdParam(p: Params): string {
+  const id = p.id ?? '';
+  if (!/^[1-9]\d{0,18}$/.test(id)) throw new ValidationError([{ path: 'id', message: 'is not a task id' }]);
+  return id;
+}
+
+const pauseOrResume = (paused: boolean): Action => ({
+  fields: ['queue'],
+  describe: (p) => {
+    const q = queueName(p.queue ?? '');
+    return {
+      title: `${paused ? 'Pause' : 'Resume'} queue ${q}`,
+      detail: paused
+        ? 'Nothing more of it is claimed until it is resumed; tasks already leased run to the end of their lease.'
+        : 'Its due tasks are claimed again at once.',
+      call: { method: 'POST', path: `/v1/queues/${seg(q)}/${paused ? 'pause' : 'resume'}` },
+      back: queuePage(q),
+      danger: paused,
+    };
+  },
+  perform: async (ops, p) => {
+    await setPaused(ops, queueName(p.queue ?? ''), paused);
+    return `Queue ${p.queue} is ${paused ? 'paused' : 'running'}.`;
+  },
+});
+
+export const ACTIONS: Record<string, Action> = {
+  release: {
+    fields: ['queue', 'lease', 'task'],
+    describe: (p) => {
+      const q = queueName(p.queue ?? '');
+      return {
+        title: `Force-release lease ${p.lease ?? ''}${p.task ? ` of task #${p.task}` : ''}`,
+        detail:
+          'The slot is free at once: the task goes back to pending and its attempt is given back. The endpoint holding the lease may still be working; its later lease calls get 409 lease_lost.',
+        call: { method: 'POST', path: `/v1/queues/${seg(q)}/leases/${seg(p.lease ?? '')}/release` },
+        back: queuePage(q),
+        danger: true,
+      };
+    },
+    perform: async (ops, p) => {
+      const task = await releaseLease(ops, queueName(p.queue ?? ''), p.lease ?? '');
+      return `Released lease ${p.lease} of task #${task}: it is pending again, its attempt given back.`;
+    },
+  },
+  'key-limit': {
+    fields: ['queue', 'key', 'limit'],
+    describe: (p) => {
+      const [q, key, limit] = [queueName(p.queue ?? ''), concurrencyKey(p.key ?? ''), count(p, 'limit')];
+      return {
+        title: `Set the limit of key ${key} in queue ${q} to ${limit}`,
+        detail:
+          'A run-time override: it wins over the limit the first task gave and the queue’s key_concurrency, from the next claim pass on. Tasks already leased above it finish.',
+        call: { method: 'PUT', path: `/v1/queues/${seg(q)}/keys/${seg(key)}`, body: { limit } },
+        back: queuePage(q),
+      };
+    },
+    perform: async (ops, p) => {
+      const { limit } = await setKeyLimit(ops, queueName(p.queue ?? ''), concurrencyKey(p.key ?? ''), { limit: count(p, 'limit') });
+      return `Key ${p.key} of queue ${p.queue} is limited to ${limit}.`;
+    },
+  },
+  'key-limit-clear': {
+    fields: ['queue', 'key'],
+    describe: (p) => {
+      const [q, key] = [queueName(p.queue ?? ''), concurrencyKey(p.key ?? '')];
+      return {
+        title: `Remove the run-time limit of key ${key} in queue ${q}`,
+        detail: 'The limit its first task gave, else the queue’s key_concurrency, applies again.',
+        call: { method: 'DELETE', path: `/v1/queues/${seg(q)}/keys/${seg(key)}` },
+        back: queuePage(q),
+      };
+    },
+    perform: async (ops, p) => {
+      await clearKeyLimit(ops, queueName(p.queue ?? ''), concurrencyKey(p.key ?? ''));
+      return `Key ${p.key} of queue ${p.queue} has no run-time limit now.`;
+    },
+  },
+  'queue-set': {
+    fields: ['queue', 'field', 'value'],
+    describe: (p) => {
+      const q = queueName(p.queue ?? '');
+      const field = p.field === 'key_concurrency' ? 'key_concurrency' : p.field === 'concurrency' ? 'concurrency' : null;
+      if (!field) throw new ValidationError([{ path: 'field', message: 'must be concurrency or key_concurrency' }]);
+      const value = (p.value ?? '').trim() === '' ? null : count(p, 'value');
+      return {
+        title: value === null ? `Remove the run-time ${field} of queue ${q}` : `Set the ${field} of queue ${q} to ${value}`,
+        detail:
+          value === null
+            ? 'The value from SLUICE_QUEUES, if any, applies again from the next claim pass.'
+            : 'A run-time override: it wins over SLUICE_QUEUES from the next claim pass on. Tasks already leased above it finish.',
+        call: { method: 'PUT', path: `/v1/queues/${seg(q)}`, body: { [field]: value } },
+        back: queuePage(q),
+      };
+    },
+    perform: async (ops, p) => {
+      const { call } = ACTIONS['queue-set']!.describe(p);
+      const view = await patchQueue(ops, queueName(p.queue ?? ''), call?.body);
+      return `Queue ${view.name}: concurrency ${view.concurrency.value ?? 'none'} (${view.concurrency.source}), key concurrency ${view.key_concurrency.value ?? 'none'} (${view.key_concurrency.source}).`;
+    },
+  },
+  'queue-reset': {
+    fields: ['queue'],
+    describe: (p) => {
+      const q = queueName(p.queue ?? '');
+      return {
+        title: `Remove every run-time override of queue ${q}`,
+        detail: 'Its concurrency, key concurrency, priority and paused state come from SLUICE_QUEUES again (key limits stay).',
+        call: { method: 'DELETE', path: `/v1/queues/${seg(q)}` },
+        back: queuePage(q),
+      };
+    },
+    perform: async (ops, p) => {
+      await resetQueue(ops, queueName(p.queue ?? ''));
+      return `Queue ${p.queue} has no run-time override now.`;
+    },
+  },
+  pause: pauseOrResume(true),
+  resume: pauseOrResume(false),
+  redrive: {
+    fields: ['id'],
+    describe: (p) => {
+      const id = taskIdParam(p);
+      return {
+        title: `Redrive dead task #${id}`,
+        detail: 'It is pending again now, with a fresh attempt budget; its history stays.',
+        call: { method: 'POST', path: `/v1/tasks/${id}/retry` },
+        back: href(`/tasks/${id}`),
+      };
+    },
+    perform: async (ops, p) => {
+      const task = await redriveTask(ops, taskIdParam(p));
+      return `Task #${task.id} is ${task.status} again, with a fresh attempt budget.`;
+    },
+  },
+  cancel: {
+    fields: ['id'],
+    describe: (p) => {
+      const id = taskIdParam(p);
+      return {
+        title: `Cancel task #${id}`,
+        detail:
+          'A pending task ends now. A leased one is marked: it ends at its holder’s next heartbeat or failure, and keeps its slot until then.',
+        call: { method: 'POST', path: `/v1/tasks/${id}/cancel` },
+        back: href(`/tasks/${id}`),
+        danger: true,
+      };
+    },
+    perform: async (ops, p) => {
+      const task = await cancelTask(ops, taskIdParam(p));
+      return task.status === 'cancelled' ? `Task #${task.id} is cancelled.` : `Task #${task.id} is leased: its cancellation is requested.`;
+    },
+  },
+  'redrive-all': {
+    fields: ['queue', 'concurrency_key'],
+    describe: (p) => {
+      const q = p.queue ? queueName(p.queue) : undefined;
+      const key = p.concurrency_key ? concurrencyKey(p.concurrency_key) : undefined;
+      return {
+        title: `Redrive every dead task${q ? ` of queue ${q}` : ''}${key !== undefined ? ` with key ${key}` : ''}`,
+        detail: `Oldest first, ${REDRIVE_BATCH} per statement, at most ${REDRIVE_BATCH * REDRIVE_BATCHES_PER_CALL} per confirmation (confirm again for more). A dead task whose dedup key an unfinished task holds stays dead.`,
+        call: null,
+        back: href('/dead', { queue: q, concurrency_key: key }),
+        danger: true,
+      };
+    },
+    perform: async (ops, p) => {
+      const report = await redriveMatching(ops, {
+        queue: p.queue ? queueName(p.queue) : undefined,
+        concurrencyKey: p.concurrency_key ? concurrencyKey(p.concurrency_key) : undefined,
+      });
+      return `Redrove ${report.redriven} dead task${report.redriven === 1 ? '' : 's'}${report.skipped ? `; ${report.skipped} stayed dead (their dedup key is taken)` : ''}${report.more ? '; more remain: redrive all again' : ''}.`;
+    },
+  },
+};
+
+/** Single-quoted for a POSIX shell. */
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The curl line that makes the same change through the API, with an admin key in `$SLUICE_API_KEY`. */
+export function curlLine(origin: string, call: ApiCall): string {
+  const parts = [`curl -s -X ${call.method} ${shellQuote(origin + call.path)}`, `-H "authorization: Bearer $SLUICE_API_KEY"`];
+  if (call.body) parts.push(`-H 'content-type: application/json' -d ${shellQuote(JSON.stringify(call.body))}`);
+  return parts.join(' ');
+}
+
+/** What does "redrive all" through the API: list the dead tasks, redrive each. */
+export function redriveAllLines(origin: string, p: Params): string {
+  const query = new URLSearchParams({ status: 'dead', limit: '500' });
+  if (p.queue) query.set('queue', p.queue);
+  if (p.concurrency_key) query.set('concurrency_key', p.concurrency_key);
+  return [
+    `curl -s ${shellQuote(`${origin}/v1/tasks?${query}`)} -H "authorization: Bearer $SLUICE_API_KEY" \\`,
+    `  | jq -r '.tasks[].id' | while read -r id; do`,
+    `  curl -s -X POST ${shellQuote(`${origin}/v1/tasks/`)}"$id/retry" -H "authorization: Bearer $SLUICE_API_KEY"; done`,
+    '# repeat while the listing is not empty',
+  ].join('\n');
+}

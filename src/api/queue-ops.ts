@@ -1,0 +1,190 @@
+/**
+ * What the queue API (/v1/queues) and the dashboard both do, one code path each: validate the
+ * names, read settings with their sources, change limits, pause, free a stuck slot, and poke the
+ * dispatcher when a change frees room. The routes turn results into JSON, the dashboard into HTML.
+ */
+import { type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
+import { NotFoundError, ValidationError } from '../core/errors.ts';
+import { fieldIssues } from '../core/issues.ts';
+import { type EffectiveQueueLimits, type Rate, resolveKeyLimit, resolveKeyRate, resolveQueueLimits, type Source } from '../core/limits.ts';
+import { textProblem } from '../core/text.ts';
+import { LIMITS } from '../core/types.ts';
+import type { Db } from '../db/db.ts';
+import {
+  concurrencySnapshot,
+  keyLimitDelete,
+  keyLimitPut,
+  leaseForceRelease,
+  type QueueCounts,
+  queueCounts,
+  queueNamesKnown,
+  queueOverride,
+  queueOverrideDelete,
+  queueOverridePatch,
+  queueOverrides,
+  type SlotHolder,
+} from '../db/queues.ts';
+import type { AppEnv } from './context.ts';
+import { keyLimitSchema, overridePatchSchema } from './schemas.ts';
+
+/** What an operation needs of a request: the config, the database, and the dispatcher poke. */
+export type OpsContext = Pick<AppEnv['Variables'], 'config' | 'db' | 'poke'>;
+
+const NO_COUNTS: QueueCounts = { pending: 0, leased: 0, dead: 0 };
+
+export function queueName(text: string): string {
+  if (text.length > LIMITS.nameChars || !NAME_PATTERN.test(text))
+    throw new ValidationError([{ path: 'queue', message: 'is not a valid queue name' }]);
+  return text;
+}
+
+export function concurrencyKey(text: string): string {
+  const problem = text.length > LIMITS.keyChars ? `is longer than ${LIMITS.keyChars} characters` : textProblem(text);
+  if (problem) throw new ValidationError([{ path: 'key', message: problem }]);
+  return text;
+}
+
+export type QueueView = ReturnType<typeof queueView>;
+
+/** Every queue the environment or the database knows, with its settings in force and counts. */
+export async function listQueues(config: Config, db: Db): Promise<QueueView[]> {
+  const [known, overrides, counts] = await Promise.all([queueNamesKnown(db), queueOverrides(db), queueCounts(db)]);
+  const names = [...new Set([...Object.keys(config.queues), ...known])].sort();
+  return names.map((name) =>
+    queueView(config, name, resolveQueueLimits(config.queues[name], overrides.get(name)?.settings ?? null), counts.get(name) ?? NO_COUNTS),
+  );
+}
+
+export async function describeQueue(config: Config, db: Db, name: string): Promise<QueueView> {
+  const [override, counts] = await Promise.all([queueOverride(db, name), queueCounts(db, name)]);
+  return queueView(config, name, resolveQueueLimits(config.queues[name], override?.settings ?? null), counts.get(name) ?? NO_COUNTS);
+}
+
+function queueView(config: Config, name: string, limits: EffectiveQueueLimits, counts: QueueCounts) {
+  const defaults = queueDefaults(config, name);
+  const field = <T>(r: { value: T; source: Source }) => ({ value: r.value, source: r.source });
+  return {
+    name,
+    concurrency: field(limits.concurrency),
+    key_concurrency: field(limits.keyConcurrency),
+    priority: field(limits.priority),
+    paused: field(limits.paused),
+    rate: field(limits.rate),
+    key_rate: field(limits.keyRate),
+    key_from: defaults.keyFrom,
+    url: defaults.url,
+    max_attempts: defaults.maxAttempts,
+    lease_ms: defaults.leaseMs,
+    timeout_ms: defaults.timeoutMs,
+    counts,
+  };
+}
+
+export interface SlotLevel {
+  limit: number | null;
+  source: Source;
+  active: number;
+}
+
+/** A level's rate limit in force, and the grants still inside their period. */
+export interface RateLevel {
+  value: Rate | null;
+  source: Source;
+  used: number;
+}
+
+/** A queue's slots at every level and who holds them, on the database's clock (`now`). */
+export interface ConcurrencyPicture {
+  queue: string;
+  now: Date;
+  cluster: SlotLevel;
+  queueLevel: SlotLevel & { paused: boolean; rate: RateLevel };
+  /** Keys with a limit or a holder, by name. */
+  keys: Array<SlotLevel & { key: string; rate: RateLevel; holders: SlotHolder[] }>;
+  keyless: SlotHolder[];
+}
+
+export async function concurrencyPicture(config: Config, db: Db, name: string): Promise<ConcurrencyPicture> {
+  const [override, snapshot] = await Promise.all([queueOverride(db, name), concurrencySnapshot(db, name)]);
+  const limits = resolveQueueLimits(config.queues[name], override?.settings ?? null);
+  const byKey = new Map<string, SlotHolder[]>();
+  const keyless: SlotHolder[] = [];
+  for (const h of snapshot.holders) {
+    if (h.concurrencyKey === null) keyless.push(h);
+    else byKey.set(h.concurrencyKey, [...(byKey.get(h.concurrencyKey) ?? []), h]);
+  }
+  const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys()])].sort();
+  return {
+    queue: name,
+    now: snapshot.now,
+    cluster: { limit: config.clusterCap, source: config.clusterCap === null ? 'default' : 'env', active: snapshot.clusterActive },
+    queueLevel: {
+      limit: limits.concurrency.value,
+      source: limits.concurrency.source,
+      active: snapshot.holders.length,
+      paused: limits.paused.value,
+      rate: { ...limits.rate, used: snapshot.rateUsed.get('*') ?? 0 },
+    },
+    keys: keys.map((key) => {
+      const inputs = snapshot.keyLimits.get(key);
+      const limit = resolveKeyLimit(key, inputs?.override ?? null, inputs?.taskLimit ?? null, limits.keyConcurrency);
+      const rate = resolveKeyRate(key, inputs?.taskRate ?? null, limits.keyRate);
+      const holders = byKey.get(key) ?? [];
+      return {
+        key,
+        limit: limit.value,
+        source: limit.source,
+        active: holders.length,
+        rate: { ...rate, used: snapshot.rateUsed.get(key) ?? 0 },
+        holders,
+      };
+    }),
+    keyless,
+  };
+}
+
+/** PUT /v1/queues/:queue: the fields given are overridden; `null` removes an override; others stay. */
+export async function patchQueue(ops: OpsContext, name: string, patch: unknown): Promise<QueueView> {
+  const parsed = overridePatchSchema.safeParse(patch);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  await queueOverridePatch(ops.db, name, parsed.data);
+  ops.poke();
+  return describeQueue(ops.config, ops.db, name);
+}
+
+/** Removes every run-time override of a queue (404 when it has none). */
+export async function resetQueue(ops: OpsContext, name: string): Promise<QueueView> {
+  if (!(await queueOverrideDelete(ops.db, name))) throw new NotFoundError(`an override of queue ${name}`);
+  ops.poke();
+  return describeQueue(ops.config, ops.db, name);
+}
+
+export async function setPaused(ops: OpsContext, name: string, paused: boolean): Promise<QueueView> {
+  await queueOverridePatch(ops.db, name, { paused });
+  if (!paused) ops.poke();
+  return describeQueue(ops.config, ops.db, name);
+}
+
+export async function setKeyLimit(ops: OpsContext, name: string, key: string, body: unknown): Promise<{ limit: number }> {
+  const parsed = keyLimitSchema.safeParse(body);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  await keyLimitPut(ops.db, name, key, parsed.data.limit);
+  ops.poke();
+  return { limit: parsed.data.limit };
+}
+
+/** Removes a key's run-time limit (404 when it has none). */
+export async function clearKeyLimit(ops: OpsContext, name: string, key: string): Promise<void> {
+  if (!(await keyLimitDelete(ops.db, name, key))) throw new NotFoundError(`a limit for key ${key} of queue ${name}`);
+  ops.poke();
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** An admin frees a stuck slot: returns the task whose lease it was (404 when no such lease is held). */
+export async function releaseLease(ops: OpsContext, name: string, lease: string): Promise<string> {
+  const taskId = UUID.test(lease) ? await leaseForceRelease(ops.db, name, lease) : null;
+  if (!taskId) throw new NotFoundError(`a lease ${lease} held in queue ${name}`);
+  ops.poke();
+  return taskId;
+}

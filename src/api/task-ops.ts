@@ -1,0 +1,104 @@
+/**
+ * What the task API (/v1/tasks) and the dashboard both do, one code path each: parse task ids
+ * and list queries, read a task with its attempts, cancel, and redrive dead tasks (one, or all
+ * that match a filter, in bounded batches). The routes turn results into JSON, the dashboard into HTML.
+ */
+import { NotFoundError, ValidationError } from '../core/errors.ts';
+import { fieldIssues } from '../core/issues.ts';
+import type { Task } from '../core/types.ts';
+import type { Db } from '../db/db.ts';
+import { type AttemptRecord, taskAttempts } from '../db/leases.ts';
+import { type DeadFilter, taskCancel, taskGet, taskList, taskRedrive, taskRedriveMatching } from '../db/tasks.ts';
+import type { OpsContext } from './queue-ops.ts';
+import { listQuerySchema } from './schemas.ts';
+
+/** Task ids are positive 64-bit integers; anything else cannot name a task. */
+export function taskId(text: string): string | null {
+  return /^[1-9]\d{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n ? text : null;
+}
+
+function encodeCursor(id: string): string {
+  return btoa(`before:${id}`).replace(/=+$/, '');
+}
+
+function decodeCursor(cursor: string): string {
+  let text = '';
+  try {
+    text = atob(cursor);
+  } catch {
+    // Falls through to the error below.
+  }
+  const id = /^before:(\d+)$/.exec(text)?.[1];
+  if (!id || taskId(id) === null) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API returned' }]);
+  return id;
+}
+
+/** GET /v1/tasks: a page of tasks, newest first, filtered as the query says (validated as the API does). */
+export async function listTasks(db: Db, query: Record<string, string>): Promise<{ tasks: Task[]; nextCursor: string | null }> {
+  const parsed = listQuerySchema.safeParse(query);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const q = parsed.data;
+  const beforeId = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
+  const tasks = await taskList(db, { queue: q.queue, status: q.status, concurrencyKey: q.concurrency_key, beforeId, limit: q.limit });
+  const last = tasks.at(-1);
+  return { tasks, nextCursor: tasks.length === q.limit && last ? encodeCursor(last.id) : null };
+}
+
+/** A task and every attempt it has ended (404 when there is no such task). */
+export async function getTask(db: Db, idText: string): Promise<{ task: Task; attempts: AttemptRecord[] }> {
+  const id = taskId(idText);
+  const [task, attempts] = id === null ? [null, []] : await Promise.all([taskGet(db, id), taskAttempts(db, id)]);
+  if (!task) throw new NotFoundError(`task ${idText}`);
+  return { task, attempts };
+}
+
+export async function cancelTask(ops: OpsContext, idText: string): Promise<Task> {
+  const id = taskId(idText);
+  if (id === null) throw new NotFoundError(`task ${idText}`);
+  return taskCancel(ops.db, id);
+}
+
+/** A dead task pending again with fresh attempts (409 `not_dead` otherwise); wakes the dispatcher. */
+export async function redriveTask(ops: OpsContext, idText: string): Promise<Task> {
+  const id = taskId(idText);
+  if (id === null) throw new NotFoundError(`task ${idText}`);
+  const task = await taskRedrive(ops.db, id);
+  ops.poke();
+  return task;
+}
+
+/** Dead tasks redriven per statement, and statements per call: one call stays within a Worker's subrequests. */
+export const REDRIVE_BATCH = 500;
+export const REDRIVE_BATCHES_PER_CALL = 20;
+
+export interface RedriveReport {
+  redriven: number;
+  /** Dead tasks left dead: another unfinished task of the queue has their dedup key. */
+  skipped: number;
+  /** More dead tasks may match: this call stopped after its batches. */
+  more: boolean;
+}
+
+/**
+ * Redrives every dead task matching `filter`, oldest first, in batches of `REDRIVE_BATCH`, at
+ * most `REDRIVE_BATCHES_PER_CALL` batches (10,000 tasks) per call; `more` says to call again.
+ * Each batch is one statement that moves past the ids it examined, so a task that dies again
+ * meanwhile is not redriven twice by one call.
+ */
+export async function redriveMatching(ops: OpsContext, filter: DeadFilter): Promise<RedriveReport> {
+  const report: RedriveReport = { redriven: 0, skipped: 0, more: true };
+  let afterId: string | null = null;
+  try {
+    for (let batch = 0; batch < REDRIVE_BATCHES_PER_CALL && report.more; batch++) {
+      const step = await taskRedriveMatching(ops.db, filter, afterId, REDRIVE_BATCH);
+      report.redriven += step.redriven;
+      report.skipped += step.examined - step.redriven;
+      report.more = step.examined === REDRIVE_BATCH;
+      afterId = step.lastId;
+    }
+  } finally {
+    // Batches that committed before a failure are redriven all the same: wake the dispatcher.
+    if (report.redriven > 0) ops.poke();
+  }
+  return report;
+}

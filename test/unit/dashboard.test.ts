@@ -1,0 +1,137 @@
+/**
+ * The dashboard's pure parts: sessions (MAC, expiry, the key they name), the forgery check,
+ * quantiles from histogram buckets, and the cookie's Secure flag over https (the browser test
+ * runs over http).
+ */
+import type { JWK } from 'jose';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../src/api/app.ts';
+import { sameOrigin } from '../../src/api/dashboard/guard.ts';
+import { quantile } from '../../src/api/dashboard/quantiles.ts';
+import { SESSION_TTL_MS, signSession, verifySession } from '../../src/api/dashboard/session.ts';
+import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
+import { generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';
+import { signLeaseToken } from '../../src/security/lease-token.ts';
+
+const NOW = Date.UTC(2026, 10, 23, 12);
+let a: JWK;
+let b: JWK;
+let admin: { key: string; entry: ApiKeyEntry };
+let writer: { key: string; entry: ApiKeyEntry };
+
+beforeAll(async () => {
+  [a, b, admin, writer] = await Promise.all([
+    generateSigningJwk('EdDSA', 'a'),
+    generateSigningJwk('ES256', 'b'),
+    generateApiKey('ops', ['admin']),
+    generateApiKey('writer', ['tasks:write']),
+  ]);
+});
+
+describe('dashboard sessions', () => {
+  it('name the admin key they were made for, until they expire', () => {
+    const token = signSession({ keys: [a] }, admin.entry, NOW);
+    expect(verifySession({ keys: [a] }, [writer.entry, admin.entry], token, NOW)).toEqual(admin.entry);
+    expect(verifySession({ keys: [a] }, [admin.entry], token, NOW + SESSION_TTL_MS - 1_000)).toEqual(admin.entry);
+    expect(verifySession({ keys: [a] }, [admin.entry], token, NOW + SESSION_TTL_MS)).toBeNull();
+  });
+
+  it('end when their key is removed, replaced or loses the admin scope', () => {
+    const token = signSession({ keys: [a] }, admin.entry, NOW);
+    expect(verifySession({ keys: [a] }, [writer.entry], token, NOW)).toBeNull();
+    expect(verifySession({ keys: [a] }, [{ ...writer.entry, name: 'ops', scopes: ['admin'] }], token, NOW)).toBeNull();
+    expect(verifySession({ keys: [a] }, [{ ...admin.entry, scopes: ['tasks:read'] }], token, NOW)).toBeNull();
+  });
+
+  it('survive a rotation while their signing key is listed, and not after', () => {
+    const token = signSession({ keys: [a] }, admin.entry, NOW);
+    expect(verifySession({ keys: [b, a] }, [admin.entry], token, NOW)).toEqual(admin.entry);
+    expect(verifySession({ keys: [b] }, [admin.entry], token, NOW)).toBeNull();
+  });
+
+  it('cannot be forged, altered or stood in for by a lease token', async () => {
+    const token = signSession({ keys: [a] }, admin.entry, NOW);
+    const [body, mac] = token.split('.') as [string, string];
+    const payload = JSON.parse(atob(body.replace(/-/g, '+').replace(/_/g, '/'))) as { exp: number };
+    const longer = btoa(JSON.stringify({ ...payload, exp: payload.exp + 3_600 })).replace(/=+$/, '');
+    expect(verifySession({ keys: [a] }, [admin.entry], `${longer}.${mac}`, NOW)).toBeNull();
+    expect(verifySession({ keys: [a] }, [admin.entry], `${body}.${mac.slice(1)}A`, NOW)).toBeNull();
+    expect(verifySession({ keys: [a] }, [admin.entry], 'not-a-session', NOW)).toBeNull();
+    // The same kid on another key: its MAC does not verify.
+    const other = await generateSigningJwk('EdDSA', 'a');
+    expect(verifySession({ keys: [other] }, [admin.entry], token, NOW)).toBeNull();
+    // A lease token has the same shape and comes from the same signing key, under another derived key.
+    const lease = await signLeaseToken(await loadKeyring({ keys: [a] }), { taskId: '1', leaseId: 'x' }, NOW + 60_000, 'sluice');
+    expect(verifySession({ keys: [a] }, [admin.entry], lease, NOW)).toBeNull();
+  });
+});
+
+describe('the forgery check', () => {
+  const post = (headers: Record<string, string>) =>
+    new Request('http://127.0.0.1:8787/dashboard/actions/pause', { method: 'POST', headers });
+
+  it('takes a POST whose Origin, else Sec-Fetch-Site, else Referer is this host', () => {
+    expect(sameOrigin(post({ origin: 'http://127.0.0.1:8787' }))).toBe(true);
+    expect(sameOrigin(post({ 'sec-fetch-site': 'same-origin' }))).toBe(true);
+    expect(sameOrigin(post({ referer: 'http://127.0.0.1:8787/dashboard/confirm/pause?queue=a' }))).toBe(true);
+    // Behind a TLS-terminating proxy the browser's origin is https: the host decides.
+    expect(sameOrigin(post({ origin: 'https://127.0.0.1:8787' }))).toBe(true);
+  });
+
+  it('refuses any other, and a POST that names none', () => {
+    expect(sameOrigin(post({ origin: 'http://127.0.0.1:8788' }))).toBe(false);
+    expect(sameOrigin(post({ origin: 'null' }))).toBe(false);
+    expect(sameOrigin(post({ origin: 'http://evil.example', 'sec-fetch-site': 'same-origin' }))).toBe(false);
+    expect(sameOrigin(post({ 'sec-fetch-site': 'same-site' }))).toBe(false);
+    expect(sameOrigin(post({ referer: 'http://127.0.0.1.evil.example/' }))).toBe(false);
+    expect(sameOrigin(post({}))).toBe(false);
+  });
+});
+
+describe('quantiles from buckets', () => {
+  const bounds = [0.1, 1, 10];
+
+  it('interpolate within the bucket the rank falls in', () => {
+    expect(quantile(0.5, bounds, [0, 10, 0, 0])).toEqual({ seconds: 0.55, atLeast: false });
+    expect(quantile(0.5, bounds, [10, 0, 0, 0])).toEqual({ seconds: 0.05, atLeast: false });
+    expect(quantile(0.9, bounds, [5, 4, 1, 0])?.seconds).toBeCloseTo(1, 10);
+    expect(quantile(0.95, bounds, [5, 4, 1, 0])?.seconds).toBeCloseTo(5.5, 10);
+  });
+
+  it('say "at least" beyond the last bound, and nothing when empty', () => {
+    expect(quantile(0.99, bounds, [1, 0, 0, 9])).toEqual({ seconds: 10, atLeast: true });
+    expect(quantile(0.5, bounds, [0, 0, 0, 0])).toBeNull();
+  });
+});
+
+describe('the session cookie', () => {
+  async function login(url: string) {
+    const env = {
+      DATABASE_URL: 'postgres://unused.invalid/sluice',
+      SLUICE_API_KEYS: JSON.stringify([admin.entry]),
+      SLUICE_SIGNING_KEYS: JSON.stringify({ keys: [a] }),
+    };
+    const app = createApp({
+      openDb: () => {
+        throw new Error('a login reads no database');
+      },
+      clientAddress: () => '192.0.2.1',
+      poke: () => {},
+    });
+    const origin = new URL(url).origin;
+    const res = await app.request(
+      url,
+      { method: 'POST', headers: { origin, 'content-type': 'application/x-www-form-urlencoded' }, body: `key=${admin.key}` },
+      env,
+      { waitUntil: () => {}, passThroughOnException: () => {}, props: {} },
+    );
+    expect(res.status).toBe(303);
+    return res.headers.get('set-cookie') ?? '';
+  }
+
+  it('is Secure over https, HttpOnly, SameSite=Strict and for /dashboard only', async () => {
+    const cookie = await login('https://sluice.example/dashboard/login');
+    expect(cookie).toMatch(/^sluice_session=[\w-]+\.[\w-]+; Max-Age=43200; Path=\/dashboard; HttpOnly; Secure; SameSite=Strict$/);
+    expect(await login('http://127.0.0.1:8787/dashboard/login')).not.toContain('Secure');
+  });
+});
