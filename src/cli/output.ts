@@ -40,7 +40,9 @@ export type Cell = string | number | null;
 /** Columns padded to their widest cell; numbers to the right. */
 export function table(headers: string[], rows: Cell[][]): string {
   const cells = rows.map((row) => row.map((c) => (c === null ? '-' : typeof c === 'number' ? String(c) : clean(c))));
-  const numeric = headers.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number' || r[i] === null));
+  const numeric = headers.map(
+    (_, i) => rows.some((r) => typeof r[i] === 'number') && rows.every((r) => typeof r[i] === 'number' || r[i] === null),
+  );
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]!.length)));
   const line = (row: string[]) =>
     row

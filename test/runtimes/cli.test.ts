@@ -244,7 +244,9 @@ describe('sluice against the Node server', () => {
       });
       const text = await sluice(as.reader, ['status']);
       expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +DEAD +SUCCEEDED +CONCURRENCY/);
-      expect(text.stdout).toMatch(/\nenvq +2 +0 +0 +- +7 \(env\) +none \(default\) +0 \(default\) +no \(default\)\n/);
+      expect(text.stdout).toMatch(
+        /\nenvq +2 +0 +0 +- +7 \(env\) +none \(default\) +none \(default\) +none \(default\) +0 \(default\) +no \(default\)\n/,
+      );
       // Succeeded tasks come from GET /metrics, which a reader's key may not see.
       expect(text.stderr).toBe('sluice: succeeded counts need a key with metrics:read or admin (they come from GET /metrics)\n');
 
@@ -259,6 +261,16 @@ describe('sluice against the Node server', () => {
       expect(unset.stdout).toMatch(/concurrency +7 \(env\)/);
       expect(await row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
         options: { key_concurrency: 2, priority: -1 },
+      });
+      const rated = await sluice(as.admin, ['queues', 'set', 'envq', '--rate', '10/1s', '--key-rate', '3/1m', '--priority', 'unset']);
+      expect(rated.stdout).toMatch(/\nrate +10\/1s \(override\)\nkey rate +3\/1m \(override\)\n/);
+      expect(await row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
+        options: { key_concurrency: 2, rate: { limit: 10, period_ms: 1_000 }, key_rate: { limit: 3, period_ms: 60_000 } },
+      });
+      expect((await sluice(as.admin, ['queues', 'set', 'envq', '--rate', '10'])).code).toBe(2);
+      await json(sluice(as.admin, ['queues', 'set', 'envq', '--rate', 'unset', '--json']));
+      expect(await row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
+        options: { key_concurrency: 2, key_rate: { limit: 3, period_ms: 60_000 } },
       });
 
       expect((await sluice(as.admin, ['queues', 'pause', 'envq'])).stdout).toMatch(/paused +yes \(override\)/);

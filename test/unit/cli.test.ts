@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { type CommandSpec, intFlag, parseTokens } from '../../src/cli/args.ts';
 import { UsageError } from '../../src/cli/errors.ts';
 import { clean, span, table } from '../../src/cli/output.ts';
+import { parseRate, rateText } from '../../src/cli/rates.ts';
 import { parseSucceeded } from '../../src/cli/succeeded.ts';
 
 const command: CommandSpec<unknown> = {
@@ -51,6 +52,15 @@ describe('text for a terminal', () => {
 
   it('writes durations for people', () => {
     expect([850, 12_400, 184_000, 7_500_000, 277_200_000].map(span)).toEqual(['850ms', '12s', '3m04s', '2h05m', '3d05h']);
+  });
+});
+
+describe('rates', () => {
+  it('reads N/PERIOD in ms, s, m, h or d, and writes it back in the largest unit that fits', () => {
+    const rates = ['10/1s', '5/250ms', '100/90s', '1/2h', '7/1d', '3/1500'].map((text) => parseRate('rate', text));
+    expect(rates.map((r) => r.period_ms)).toEqual([1_000, 250, 90_000, 7_200_000, 86_400_000, 1_500]);
+    expect(rates.map(rateText)).toEqual(['10/1s', '5/250ms', '100/90s', '1/2h', '7/1d', '3/1500ms']);
+    expect(() => parseRate('rate', '10 per second')).toThrow(/--rate must be N\/PERIOD/);
   });
 });
 

@@ -3,6 +3,7 @@ import type { QueueSettingsPatch, QueueView } from '../../sdk/protocol/wire.ts';
 import { type FlagSpec, intFlag, type Parsed } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';
+import { parseRate } from '../rates.ts';
 import { queueReport } from './status.ts';
 
 const SETTINGS = [
@@ -11,26 +12,29 @@ const SETTINGS = [
   ['priority', 'priority', 'order between queues: lower is claimed first'],
 ] as const;
 
-const settingFlags: FlagSpec[] = SETTINGS.map(([flag, , help]) => ({
-  name: flag,
-  value: 'N|unset',
-  help: `${help}; \`unset\` drops the override`,
-}));
+const RATES = [
+  ['rate', 'rate', 'pushes the queue may start in any window of PERIOD (10/1s, 100/1m, 5/250ms)'],
+  ['key-rate', 'key_rate', 'the same for each key of the queue (keys without a rate of their own)'],
+] as const;
 
-/** The PUT body: a number sets a field, `unset` sends null (drops that override), others stay as they are. */
+const settingFlags: FlagSpec[] = [
+  ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
+  ...RATES.map(([flag, , help]) => ({ name: flag, value: 'N/PERIOD|unset', help: `${help}; \`unset\` drops the override` })),
+];
+
+/** The PUT body: a value sets a field, `unset` sends null (drops that override), others stay as they are. */
 function patchFrom(parsed: Parsed): QueueSettingsPatch {
-  const patch: Record<string, number | null> = {};
-  for (const [flag, field] of SETTINGS) {
-    if (parsed.flags.get(flag) === 'unset') patch[field] = null;
-    else {
-      const n = intFlag(parsed, flag);
-      if (n !== undefined) patch[field] = n;
-    }
+  const patch: Record<string, unknown> = {};
+  for (const [flag, field] of [...SETTINGS, ...RATES]) {
+    const value = parsed.flags.get(flag);
+    if (value === undefined) continue;
+    if (value === 'unset') patch[field] = null;
+    else patch[field] = RATES.some(([f]) => f === flag) ? parseRate(flag, String(value)) : intFlag(parsed, flag);
   }
   if (Object.keys(patch).length === 0) {
-    throw new UsageError(`nothing to set: give at least one of ${SETTINGS.map(([f]) => `--${f}`).join(', ')}`);
+    throw new UsageError(`nothing to set: give at least one of ${settingFlags.map((f) => `--${f.name}`).join(', ')}`);
   }
-  return patch;
+  return patch as QueueSettingsPatch;
 }
 
 const set: Command = {

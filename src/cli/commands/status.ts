@@ -2,6 +2,7 @@
 import type { ConcurrencyView, QueueView, SlotView } from '../../sdk/protocol/wire.ts';
 import { type Command, seg } from '../context.ts';
 import { type Cell, sourced, span, table, time } from '../output.ts';
+import { type RateInUse, type RateSetting, rateSetting, rateUse } from '../rates.ts';
 import { readSucceeded, type Succeeded } from '../succeeded.ts';
 
 export const status: Command = {
@@ -11,15 +12,16 @@ export const status: Command = {
   summary: 'queues: counts, limits and their source, paused; one queue: its slots',
   details: [
     'Every queue with its task counts, effective limits (and where each comes from) and paused state.',
-    'With QUEUE: that queue in full, and its slots: per level (cluster, queue, each key) the limit',
-    "and how many are leased, and each slot's holder (task, lease, how long held, when it expires).",
+    'With QUEUE: that queue in full, and its slots: per level (cluster, queue, each key) the limit,',
+    "how many are leased and how much of its rate recent claims used, and each slot's holder (task,",
+    'lease, how long held, when it expires).',
     'Uses GET /v1/queues, or GET /v1/queues/QUEUE and /v1/queues/QUEUE/concurrency (tasks:read).',
     'Succeeded tasks are counted now and then by a dispatcher, not live: they come from GET /metrics',
     '(sluice_tasks), which needs a key with metrics:read or admin; without one they show as "-".',
   ].join('\n'),
   async run({ api, out }, { args }) {
     if (args.QUEUE === undefined) {
-      const [data, succeeded] = await Promise.all([api.get<{ queues: QueueView[] }>('/v1/queues'), readSucceeded(api)]);
+      const [data, succeeded] = await Promise.all([api.get<{ queues: RatedQueue[] }>('/v1/queues'), readSucceeded(api)]);
       const queues = data.queues.map((q) => withSucceeded(q, succeeded));
       out.result({ queues, succeeded_counted_at: countedAt(succeeded) }, () =>
         queues.length ? `${queuesTable(queues)}\n${succeededNote(succeeded)}` : 'no queues yet',
@@ -29,8 +31,8 @@ export const status: Command = {
     }
     const q = seg(args.QUEUE);
     const [view, concurrency, succeeded] = await Promise.all([
-      api.get<QueueView>(`/v1/queues/${q}`),
-      api.get<ConcurrencyView>(`/v1/queues/${q}/concurrency`),
+      api.get<RatedQueue>(`/v1/queues/${q}`),
+      api.get<RatedConcurrency>(`/v1/queues/${q}/concurrency`),
       readSucceeded(api),
     ]);
     const queue = withSucceeded(view, succeeded);
@@ -41,10 +43,15 @@ export const status: Command = {
   },
 };
 
-/** A queue view whose counts also hold `succeeded`: a number, or null when it cannot be known. */
-type CountedQueue = QueueView & { counts: QueueView['counts'] & { succeeded: number | null } };
+/** A queue view with its rates, whose counts also hold `succeeded`: a number, or null when it cannot be known. */
+type CountedQueue = RatedQueue & { counts: QueueView['counts'] & { succeeded: number | null } };
+type RatedQueue = QueueView & { rate?: RateSetting; key_rate?: RateSetting };
+type RatedConcurrency = Omit<ConcurrencyView, 'queue_level' | 'keys'> & {
+  queue_level: ConcurrencyView['queue_level'] & { rate?: RateInUse };
+  keys: Array<ConcurrencyView['keys'][number] & { rate?: RateInUse }>;
+};
 
-function withSucceeded(q: QueueView, succeeded: Succeeded): CountedQueue {
+function withSucceeded(q: RatedQueue, succeeded: Succeeded): CountedQueue {
   const n = 'counts' in succeeded && succeeded.counts.countedAt !== null ? (succeeded.counts.byQueue.get(q.name) ?? 0) : null;
   return { ...q, counts: { ...q.counts, succeeded: n } };
 }
@@ -63,7 +70,7 @@ function succeededNote(succeeded: Succeeded): string {
 
 function queuesTable(queues: CountedQueue[]): string {
   return table(
-    ['QUEUE', 'PENDING', 'LEASED', 'DEAD', 'SUCCEEDED', 'CONCURRENCY', 'KEY CONCURRENCY', 'PRIORITY', 'PAUSED'],
+    ['QUEUE', 'PENDING', 'LEASED', 'DEAD', 'SUCCEEDED', 'CONCURRENCY', 'KEY CONCURRENCY', 'RATE', 'KEY RATE', 'PRIORITY', 'PAUSED'],
     queues.map((q) => [
       q.name,
       q.counts.pending,
@@ -72,6 +79,8 @@ function queuesTable(queues: CountedQueue[]): string {
       q.counts.succeeded,
       sourced(q.concurrency),
       sourced(q.key_concurrency),
+      rateSetting(q.rate),
+      rateSetting(q.key_rate),
       sourced(q.priority),
       sourced(q.paused),
     ]),
@@ -79,12 +88,14 @@ function queuesTable(queues: CountedQueue[]): string {
 }
 
 /** A queue's settings, as `status QUEUE` and the commands that change them print it. */
-export function queueReport(q: QueueView | CountedQueue): string {
+export function queueReport(q: RatedQueue | CountedQueue): string {
   const done = (q as Partial<CountedQueue>).counts?.succeeded ?? null;
   const rows: Array<[string, string]> = [
     ['tasks', `${q.counts.pending} pending, ${q.counts.leased} leased, ${q.counts.dead} dead${done === null ? '' : `, ${done} succeeded`}`],
     ['concurrency', sourced(q.concurrency)],
     ['key concurrency', sourced(q.key_concurrency)],
+    ['rate', rateSetting(q.rate)],
+    ['key rate', rateSetting(q.key_rate)],
     ['priority', sourced(q.priority)],
     ['paused', sourced(q.paused)],
     ['key from', q.key_from ?? '-'],
@@ -97,12 +108,12 @@ export function queueReport(q: QueueView | CountedQueue): string {
 const keyName = (key: string) => (key === '' ? '""' : key);
 const limit = (level: { limit: number | null; source: string }) => sourced({ value: level.limit, source: level.source });
 
-function slotsReport(c: ConcurrencyView, now: number): string {
+function slotsReport(c: RatedConcurrency, now: number): string {
   const levels: Cell[][] = [
-    ['cluster', null, limit(c.cluster), c.cluster.active],
-    ['queue', null, limit(c.queue_level), c.queue_level.active],
-    ...c.keys.map((k): Cell[] => ['key', keyName(k.key), limit(k), k.active]),
-    ['no key', null, null, c.keyless.active],
+    ['cluster', null, limit(c.cluster), c.cluster.active, null],
+    ['queue', null, limit(c.queue_level), c.queue_level.active, rateUse(c.queue_level.rate)],
+    ...c.keys.map((k): Cell[] => ['key', keyName(k.key), limit(k), k.active, rateUse(k.rate)]),
+    ['no key', null, null, c.keyless.active, null],
   ];
   const holders = [
     ...c.keys.flatMap((k) => k.slots.map((s) => [keyName(k.key), s] as const)),
@@ -119,7 +130,7 @@ function slotsReport(c: ConcurrencyView, now: number): string {
   const paused = c.queue_level.paused ? ' (paused: nothing new is claimed)' : '';
   return [
     `slots of queue ${c.queue}${paused}`,
-    table(['LEVEL', 'KEY', 'LIMIT', 'LEASED'], levels),
+    table(['LEVEL', 'KEY', 'LIMIT', 'LEASED', 'RATE USED'], levels),
     '',
     holders.length ? table(['TASK', 'KEY', 'LEASE', 'LEASED AT', 'HELD', 'EXPIRES IN'], holderRows) : 'no slot is held',
   ].join('\n');
