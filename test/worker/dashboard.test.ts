@@ -23,7 +23,7 @@ const admin = await generateApiKey('ops', ['admin']);
 const vars = (apiKeysJson: string) => ({
   SLUICE_API_KEYS: JSON.stringify([...JSON.parse(apiKeysJson), admin.entry]),
   SLUICE_CLUSTER_CAP: '12',
-  SLUICE_QUEUES: JSON.stringify({ reports: { concurrency: 8, key_concurrency: 2 } }),
+  SLUICE_QUEUES: JSON.stringify({ reports: { concurrency: 8, key_concurrency: 2, rate: { limit: 100, period_ms: 60_000 } } }),
 });
 const f = useWorkerFixture((f) => vars(f.secrets.apiKeysJson));
 const SCREENSHOTS = process.env.SLUICE_SCREENSHOTS === '1';
@@ -141,7 +141,8 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
     const reportsRow = page.locator('tr[data-queue="reports"]');
     expect(await reportsRow.textContent()).toMatch(/reports\s*0\s*5\s*1\s*/);
     expect(await reportsRow.textContent()).toContain('8 env');
-    if (screenshots) await page.screenshot({ path: `${ROOT}docs/dashboard-queues.png` });
+    expect(await reportsRow.textContent()).toContain('100 per 1 min env');
+    if (screenshots) await page.screenshot({ path: `${ROOT}docs/dashboard-queues.png`, clip: { x: 0, y: 0, width: 1280, height: 300 } });
 
     // The picture: the stuck task's slot, under its key, refreshed live (the script runs under the CSP).
     await reportsRow.getByRole('link', { name: 'reports' }).click();

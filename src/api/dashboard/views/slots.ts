@@ -5,7 +5,7 @@
  */
 import { html } from 'hono/html';
 import type { SlotHolder } from '../../../db/queues.ts';
-import type { ConcurrencyPicture, QueueView, SlotLevel } from '../../queue-ops.ts';
+import type { ConcurrencyPicture, QueueView, RateLevel, SlotLevel } from '../../queue-ops.ts';
 import { bar, duration, href, limitText, taskLink, time } from '../format.ts';
 
 /** Free slots drawn as boxes per key; more are summed up in one. */
@@ -29,6 +29,12 @@ function freeBoxes(level: SlotLevel) {
   return [boxes, free > FREE_BOXES ? html`<li class="slot free">+${free - FREE_BOXES} free</li>` : ''];
 }
 
+/** A rate limit in force: the grants inside the current period against its limit. */
+function rateText(rate: RateLevel) {
+  if (rate.value === null) return '';
+  return html` · rate <b>${rate.used}</b> / ${rate.value.limit} per ${duration(rate.value.period_ms)} <span class="source">${rate.source}</span>`;
+}
+
 function levelHead(name: unknown, level: SlotLevel, label: string, extra: unknown = '') {
   return html`<h3>${name}</h3>${bar(level.active, level.limit, label)}
 <div><span class="count"><b>${level.active}</b> / ${level.limit ?? '∞'}</span> ${level.limit === null ? html`<span class="muted">no limit</span>` : html`<span class="source">${level.source}</span>`}
@@ -42,18 +48,16 @@ export function slotsFragment(p: ConcurrencyPicture, topKeys: number) {
   const top = byUse.filter((k) => k.active > 0).slice(0, topKeys);
   const rest = byUse.filter((k) => !top.includes(k));
   const keyLevel = (k: (typeof p.keys)[number]) => html`<div class="level panel" data-key="${k.key}">
-${levelHead(html`key <code>${k.key === '' ? '(empty)' : k.key}</code>`, k, `key ${k.key}`)}
+${levelHead(html`key <code>${k.key === '' ? '(empty)' : k.key}</code>`, k, `key ${k.key}`, rateText(k.rate))}
 <ul class="slots">${k.holders.map((h) => holderBox(p.queue, h, p.now))}${freeBoxes(k)}</ul>
 <div class="actions">${keyLimitForm(p.queue, k.key, k.limit)}${k.source === 'override' ? html`<a href="${href('/confirm/key-limit-clear', { queue: p.queue, key: k.key })}">Remove override…</a>` : ''}
 <a href="${href('/tasks', { queue: p.queue, concurrency_key: k.key })}">tasks of this key</a></div></div>`;
   return html`<p class="live">Slots at ${time(p.now)} (database clock)<noscript> · <a href="${href(`/queues/${q}`)}">refresh</a></noscript></p>
 <div class="level panel">${levelHead('Cluster', p.cluster, 'cluster')}</div>
-<div class="level panel">${levelHead(
-    html`Queue <code>${p.queue}</code>`,
-    p.queueLevel,
-    `queue ${p.queue}`,
+<div class="level panel">${levelHead(html`Queue <code>${p.queue}</code>`, p.queueLevel, `queue ${p.queue}`, [
+    rateText(p.queueLevel.rate),
     p.queueLevel.paused ? html` <span class="badge paused">paused</span>` : '',
-  )}
+  ])}
 ${p.keyless.length ? html`<p class="caption">Held by tasks without a key:</p><ul class="slots">${p.keyless.map((h) => holderBox(p.queue, h, p.now))}</ul>` : ''}</div>
 ${top.map(keyLevel)}
 ${
