@@ -37,6 +37,7 @@ Sluice is running (the real Worker, in workerd).
   API key      ${secrets.apiKey}
   Postgres     ${databaseUrl}${applied.length ? `  (migrated: ${applied.join(', ')})` : ''}
   Echo target  ${echo.url}/echo  (verifies every push's signature)
+  Dashboard    ${worker.url}/dashboard  (sign in with the API key)
 
 Enqueue a task:
 
