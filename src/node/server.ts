@@ -4,7 +4,7 @@
  * API wake it directly and reach other instances through LISTEN/NOTIFY. Used by
  * `npm run serve` and by tests that need the lease API reachable over real HTTP.
  */
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
@@ -45,6 +45,14 @@ const DISPATCH_POOL_SIZE = 6;
 /** How often counters for /metrics are written, and tasks counted. */
 const METER_INTERVAL_MS = 1_000;
 const COUNT_INTERVAL_MS = 15_000;
+
+/**
+ * Connections the kernel holds for the server until it accepts them. Node's default (511) is
+ * overrun by a burst of clients while the event loop is busy, and the kernel then resets
+ * connections before Sluice can answer them (with 503 and Retry-After, say); the kernel caps
+ * this at `net.core.somaxconn` (4096 on current Linux).
+ */
+const LISTEN_BACKLOG = 4_096;
 
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
@@ -108,20 +116,15 @@ export async function startNodeSluice(options: {
     },
   });
   const host = options.host ?? '127.0.0.1';
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve(
-      {
-        fetch: (request, node) => {
-          const address = node.incoming.socket.remoteAddress;
-          if (address) addresses.set(request, address);
-          return app.fetch(request, options.env, ctx);
-        },
-        port: options.port ?? 0,
-        hostname: host,
-      },
-      () => resolve(s),
-    );
+  const server = createAdaptorServer({
+    fetch: (request, node) => {
+      const address = node.incoming.socket.remoteAddress;
+      if (address) addresses.set(request, address);
+      return app.fetch(request, options.env, ctx);
+    },
+    hostname: host,
   });
+  await new Promise<void>((resolve) => server.listen({ port: options.port ?? 0, host, backlog: LISTEN_BACKLOG }, resolve));
   const address = server.address() as { port: number };
   loop?.start();
   // Off the dispatch path: retention once a minute (the Worker's cron does the same), counts
