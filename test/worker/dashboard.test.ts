@@ -104,7 +104,9 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
     });
   const stuck = await keep('acme', 3);
   const held = [stuck, await keep('acme'), await keep('globex'), await keep('initech'), await keep(null)];
-  const dead = await enqueue(target, { queue: 'reports', url: flaky, max_attempts: 1, body: { report: 7 } });
+  // Its body holds markup, which the task's page must show as text.
+  const body = { report: 7, note: '<img src=x onerror="alert(1)">' };
+  const dead = await enqueue(target, { queue: 'reports', url: flaky, max_attempts: 1, body });
   await expect.poll(() => statusOf(db, [...held, dead]), { timeout: 15_000 }).toEqual([...held.map(() => 'leased'), 'dead']);
   const lease = (await row(db, stuck)).lease_id as string;
 
@@ -192,9 +194,10 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
     );
     await expect.poll(() => statusOf(db, [dead]), { timeout: 10_000 }).toEqual(['succeeded']);
 
-    // The task's page: its body (escaped), result and both attempts.
+    // The task's page: its body (as text, escaped), result and both attempts.
     await page.reload();
-    expect(await page.locator('pre').first().textContent()).toBe('{\n  "report": 7\n}');
+    expect(await page.locator('pre').first().textContent()).toBe(JSON.stringify(body, null, 2));
+    expect(await page.locator('main img').count()).toBe(0);
     expect(await page.locator('tbody tr').allTextContents()).toEqual([
       expect.stringMatching(/^1\s*dead\s*500/),
       expect.stringMatching(/^1\s*succeeded\s*200/),
