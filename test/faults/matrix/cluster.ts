@@ -42,11 +42,12 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(db: Database, baseEnv: Record<string, string>): Promise<Cluster> {
+/** `direct`: Sluice connects to Postgres itself, not through the proxy (no network faults, no proxy's cost). */
+export async function startCluster(db: Database, baseEnv: Record<string, string>, options: { direct?: boolean } = {}): Promise<Cluster> {
   const target = new URL(db.url);
   const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
   const through = new URL(db.url);
-  through.port = String(proxy.port);
+  if (!options.direct) through.port = String(proxy.port);
   const admin = new pg.Pool({ connectionString: db.url, max: 4, application_name: 'sluice-faults' });
   admin.on('error', () => {});
   const processes: SluiceProcess[] = [];

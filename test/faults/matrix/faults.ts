@@ -143,7 +143,18 @@ export const FAULTS: Fault[] = [
         return [...first].filter(([lease]) => second.has(lease) && !ctx.endpoint.seenLeases.has(lease)).map(([, task]) => task);
       });
       replace(ctx, undefined);
-      return { window: { startMs: at, endMs: at, affected: found }, note: `killed holding ${found.length} claimed, unpushed leases` };
+      return {
+        window: { startMs: at, endMs: at, affected: found },
+        note: `killed holding ${found.length} claimed, unpushed leases`,
+        // Those tasks were claimed by the killed process and never pushed: their first push is
+        // attempt 2, after the lease expired (a task the other process pushed is attempt 1).
+        async release() {
+          const first = (id: string) => ctx.endpoint.pushes.find((p) => p.taskId === id)?.attempt ?? 0;
+          const retried = found.filter((id) => first(id) >= 2).length;
+          const note = `${retried} of them first pushed as attempt 2, after the lease expired`;
+          return retried === 0 ? { note, problem: 'no claimed, unpushed lease was caught' } : { note };
+        },
+      };
     },
   },
   {

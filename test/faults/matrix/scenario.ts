@@ -146,12 +146,6 @@ export async function drive(d: Drive): Promise<Omit<RunResult, 'fault'>> {
     if (produced.resent.size > 0) notes.push(`${produced.resent.size} items resent with their dedup_key`);
     if (verdict.enqueueDuplicates > 0)
       notes.push(`${verdict.enqueueDuplicates} items enqueued twice (an answer lost, the first task already done)`);
-    const affected = injected.window?.affected;
-    if (affected) {
-      const retried = affected.filter((id) => (endpoint.pushes.find((p) => p.taskId === id)?.attempt ?? 0) >= 2).length;
-      notes.push(`${retried} of them first pushed as attempt 2, after the lease expired`);
-      if (retried === 0) problems.push('no claimed, unpushed lease was caught');
-    }
     verdict.problems.push(...problems);
     verdict.ok = verdict.problems.length === 0;
     return { verdict, notes, durationMs, throughput: d.items / (durationMs / 1_000) };
@@ -160,7 +154,7 @@ export async function drive(d: Drive): Promise<Omit<RunResult, 'fault'>> {
   }
 }
 
-async function drained(admin: pg.Pool, items: number): Promise<boolean> {
+export async function drained(admin: pg.Pool, items: number): Promise<boolean> {
   const { rows } = await admin.query<{ done: number; open: number }>(
     `select count(distinct (body::jsonb ->> 'item')) filter (where status = 'succeeded')::int as done,
             count(*) filter (where status in ('pending', 'leased'))::int as open
@@ -169,7 +163,8 @@ async function drained(admin: pg.Pool, items: number): Promise<boolean> {
   return rows[0]!.done >= items && rows[0]!.open === 0;
 }
 
-async function collect(admin: pg.Pool, endpoint: FaultEndpoint) {
+/** The history the checker reads: the database at rest and the endpoint's log. */
+export async function collect(admin: pg.Pool, endpoint: FaultEndpoint) {
   const tasks = await admin.query<{ id: string; item: number; status: string }>(
     `select id::text, (body::jsonb ->> 'item')::int as item, status from sluice.tasks`,
   );
@@ -188,7 +183,7 @@ async function collect(admin: pg.Pool, endpoint: FaultEndpoint) {
   };
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

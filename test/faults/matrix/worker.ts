@@ -21,6 +21,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export interface WorkerContext {
   db: Database;
+  admin: pg.Pool;
   proxy: RunningProxy;
   /** Stops workerd at once (whatever its invocations were doing) and starts it again; `wipe` loses the Durable Objects' storage. */
   restart(wipe: boolean): Promise<void>;
@@ -78,7 +79,12 @@ export const WORKER_FAULTS: WorkerFault[] = [
       await ctx.quiet(300);
       const startMs = wallNow();
       await ctx.restart(true);
-      return { window: { startMs, endMs: wallNow() }, note: `cron every ${CRON_MS / 1000} s` };
+      // What waits now has no alarm to wake a shard: only the cron will.
+      const waiting = await ctx.admin.query<{ id: string }>(`select id::text from sluice.tasks where status = 'pending'`);
+      return {
+        window: { startMs, endMs: wallNow(), affected: waiting.rows.map((r) => r.id) },
+        note: `${waiting.rows.length} tasks waiting when the alarm was lost; cron every ${CRON_MS / 1000} s`,
+      };
     },
   },
 ];
@@ -103,8 +109,8 @@ export async function runWorkerFault(
     SLUICE_QUEUES: JSON.stringify(LIMITS.queues),
     SLUICE_LEASE_MS: String(LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: String(PUSH_TIMEOUT_MS),
-    // 6 shards × 6 pushes: more than the cluster cap, so it binds.
-    SLUICE_DISPATCH_SHARDS: '6',
+    // 8 shards × 6 pushes: more than the cluster cap, so it can bind.
+    SLUICE_DISPATCH_SHARDS: '8',
   };
   let worker: RunningWorker | null = null;
   const admin = new pg.Pool({ connectionString: setup.db.url, max: 4, application_name: 'sluice-faults' });
@@ -113,6 +119,7 @@ export async function runWorkerFault(
   const cron = setInterval(() => void worker?.scheduled().catch(() => {}), CRON_MS);
   const ctx: WorkerContext = {
     db: setup.db,
+    admin,
     proxy,
     async restart(wipe) {
       const old = worker;
