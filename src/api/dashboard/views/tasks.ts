@@ -1,6 +1,6 @@
 /** Task pages: the filtered list, the dead letters with their redrives, and one task with every attempt. */
 import { html } from 'hono/html';
-import { TASK_STATUSES, type Task } from '../../../core/types.ts';
+import { FINAL_STATUSES, TASK_STATUSES, type Task } from '../../../core/types.ts';
 import type { AttemptRecord } from '../../../db/leases.ts';
 import { duration, href, taskLink, time } from '../format.ts';
 
@@ -90,7 +90,7 @@ function bodyText(task: Task): string | null {
 export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date) {
   const actions = [
     t.status === 'dead' ? html`<a href="${href('/confirm/redrive', { id: t.id })}">Redrive…</a>` : '',
-    t.status === 'pending' || t.status === 'leased' ? html`<a href="${href('/confirm/cancel', { id: t.id })}">Cancel…</a>` : '',
+    (FINAL_STATUSES as readonly string[]).includes(t.status) ? '' : html`<a href="${href('/confirm/cancel', { id: t.id })}">Cancel…</a>`,
     t.lease
       ? html`<a href="${href('/confirm/release', { queue: t.queue, lease: t.lease.id, task: t.id })}">Force release its lease…</a>`
       : '',
