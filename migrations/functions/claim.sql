@@ -101,6 +101,29 @@ begin
   -- possibly long before, while it waited); a caller may pass its own (tests move time).
   v_now := coalesce(p_now, clock_timestamp());
 
+  -- Waiting tasks whose children have all finished are pending again (0012_waits.sql). Their
+  -- due time stays what it was, so that in their lane (FIFO) they come before tasks that came
+  -- while they waited: the slot they held goes back to them. Their lanes' hints are lowered
+  -- here (promotion looks only at recent due times), waiting for a lane an enqueue holds.
+  with resumed as (
+    update sluice.tasks p
+    set status = 'pending', waiting_on = null, lent_queue = false, lent_key = false, updated_at = v_now
+    where p.status = 'waiting' and not exists (
+      select 1 from sluice.tasks c
+      where c.parent_id = p.id and c.status in ('pending', 'leased', 'waiting')
+        and (p.waiting_on is null or c.id = any(p.waiting_on))
+    )
+    returning p.queue, p.lane, p.priority
+  ),
+  locked as (
+    select k.id, r.priority from sluice.keys k
+    join (select queue, lane, min(priority) as priority from resumed group by queue, lane) r on r.queue = k.queue and r.lane = k.lane
+    order by k.queue, k.lane
+    for update of k
+  )
+  update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
+  from locked where k.id = locked.id;
+
   -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for. If
   -- one of them needed its hint lowered, the window does not move on (the next pass looks at
   -- it again); a skipped lane whose hint is already good enough does not hold it back.
@@ -139,6 +162,11 @@ begin
       select queue, count(*)::integer as n from sluice.tasks
       where status = 'leased' and lease_expires_at > v_now group by queue
     ),
+    -- A waiting task holds its queue's slot unless it lent it to a child (no cluster slot).
+    waiting as (
+      select queue, count(*)::integer as n from sluice.tasks
+      where status = 'waiting' and not lent_queue group by queue
+    ),
     cluster as (
       select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
     ),
@@ -151,12 +179,14 @@ begin
     ),
     budgets as (
       select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused,
-             (s.concurrency - coalesce(l.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
+             (s.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
              case when s.paused then 0
-                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0), v_want), coalesce(r.room, v_want)) end::integer as budget
+                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0), v_want),
+                             coalesce(r.room, v_want)) end::integer as budget
       from due_queues d
       left join sluice.queues q on q.name = d.queue
       left join leased l on l.queue = d.queue
+      left join waiting wt on wt.queue = d.queue
       cross join lateral (
         select coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
                coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
@@ -189,6 +219,9 @@ begin
           select case when lim.value is null then v_want
                       else lim.value - (select count(*)::integer from sluice.tasks t
                                         where t.status = 'leased' and t.lease_expires_at > v_now
+                                          and t.queue = k.queue and t.lane = k.lane)
+                                     - (select count(*)::integer from sluice.tasks t
+                                        where t.status = 'waiting' and not t.lent_key
                                           and t.queue = k.queue and t.lane = k.lane) end as value
         ) room
         -- The key's rate: the one its first task gave, else the queue's key_rate.

@@ -66,7 +66,7 @@ const attempt = {
     lease_id: str,
     started_at: time,
     ended_at: time,
-    outcome: { type: 'string', enum: ['succeeded', 'retry', 'deferred', 'released', 'dead', 'cancelled'] },
+    outcome: { type: 'string', enum: ['succeeded', 'retry', 'deferred', 'released', 'waiting', 'dead', 'cancelled'] },
     http_status: nullable(int),
     duration_ms: nullable(int),
     error: nullable(str),
@@ -106,7 +106,11 @@ const queue = {
     max_attempts: int,
     lease_ms: int,
     timeout_ms: int,
-    counts: { type: 'object', properties: { pending: int, leased: int, dead: int }, required: ['pending', 'leased', 'dead'] },
+    counts: {
+      type: 'object',
+      properties: { pending: int, leased: int, waiting: int, dead: int },
+      required: ['pending', 'leased', 'waiting', 'dead'],
+    },
   },
   required: [
     'name',
@@ -160,12 +164,14 @@ const queueConcurrency = {
 const TASK_FIELDS = {
   id: str,
   queue: str,
-  status: { type: 'string', enum: ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] },
+  status: { type: 'string', enum: ['pending', 'leased', 'waiting', 'succeeded', 'dead', 'cancelled', 'expired'] },
   url: str,
   method: { type: 'string', enum: ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'] },
   concurrency_key: nullable(str),
   concurrency_limit: nullable(int),
   rate_limit: rateOrNull,
+  parent_id: nullable(str),
+  resumes: int,
   priority: int,
   run_at: time,
   expires_at: nullable(time),
@@ -445,6 +451,15 @@ export function openApiDocument(): object {
         parameters: [idParam('id')],
         get: operation({ id: 'getTask', summary: 'A task, with its attempt history', scope: 'tasks:read', ok: ref('TaskDetail') }),
       },
+      '/v1/tasks/{id}/children': {
+        parameters: [idParam('id')],
+        get: operation({
+          id: 'listChildren',
+          summary: 'Tasks enqueued with this one as parent_id (oldest first, up to 1,000)',
+          scope: 'tasks:read',
+          ok: { type: 'object', properties: { children: { type: 'array', items: ref('Task') } }, required: ['children'] },
+        }),
+      },
       '/v1/tasks/{id}/cancel': {
         parameters: [idParam('id')],
         post: operation({
@@ -486,6 +501,25 @@ export function openApiDocument(): object {
         'Give the task back without using an attempt',
         { type: 'object', properties: { delay_ms: int } },
         leaseEnded,
+      ),
+      '/v1/leases/{lease_id}/wait': leaseCall(
+        'waitForChildren',
+        'Wait for children (all, or those named): pushed again once they have finished; 409 recursive_wait_deadlock when it never could be',
+        {
+          type: 'object',
+          properties: { children: { type: 'array', items: str, description: 'Child task ids; absent = every child.' } },
+        },
+        {
+          type: 'object',
+          properties: {
+            task_id: str,
+            status: { type: 'string', enum: ['waiting'] },
+            waiting_on: { type: 'array', items: str },
+            lent_queue: { type: 'boolean' },
+            lent_key: { type: 'boolean' },
+          },
+          required: ['task_id', 'status', 'waiting_on', 'lent_queue', 'lent_key'],
+        },
       ),
       '/v1/queues': {
         get: operation({

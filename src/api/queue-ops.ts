@@ -30,7 +30,7 @@ import { keyLimitSchema, overridePatchSchema } from './schemas.ts';
 /** What an operation needs of a request: the config, the database, and the dispatcher poke. */
 export type OpsContext = Pick<AppEnv['Variables'], 'config' | 'db' | 'poke'>;
 
-const NO_COUNTS: QueueCounts = { pending: 0, leased: 0, dead: 0 };
+const NO_COUNTS: QueueCounts = { pending: 0, leased: 0, waiting: 0, dead: 0 };
 
 export function queueName(text: string): string {
   if (text.length > LIMITS.nameChars || !NAME_PATTERN.test(text))

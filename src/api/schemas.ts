@@ -66,6 +66,10 @@ export const enqueueSchema = z
     concurrency_key: text().max(LIMITS.keyChars).nullable().optional(),
     concurrency_limit: z.number().int().min(1).max(1_000_000).optional(),
     rate_limit: rateSchema.optional(),
+    parent_id: z
+      .string()
+      .regex(/^[1-9][0-9]{0,18}$/, 'must be a task id')
+      .optional(),
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
     delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
     run_at: timestamp.optional(),
@@ -217,6 +221,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       concurrencyKey,
       concurrencyLimit: input.concurrency_limit ?? null,
       rateLimit: input.rate_limit ?? null,
+      parentId: input.parent_id ?? null,
       priority: input.priority,
       runAt: input.run_at !== undefined ? new Date(input.run_at) : null,
       delayMs: input.delay_ms ?? null,

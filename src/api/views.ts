@@ -19,6 +19,8 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     concurrency_key: task.concurrencyKey,
     concurrency_limit: task.concurrencyLimit,
     rate_limit: task.rateLimit,
+    parent_id: task.parentId,
+    resumes: task.resumes,
     priority: task.priority,
     run_at: task.runAt.toISOString(),
     expires_at: task.expiresAt?.toISOString() ?? null,

@@ -21,7 +21,7 @@
  *   with its own connection budget, and all claim through the one Postgres claim.
  */
 
-export const TASK_STATUSES = ['pending', 'leased', 'succeeded', 'dead', 'cancelled', 'expired'] as const;
+export const TASK_STATUSES = ['pending', 'leased', 'waiting', 'succeeded', 'dead', 'cancelled', 'expired'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 /** States a task never leaves (except `dead`, through an explicit redrive). */
@@ -64,6 +64,10 @@ export interface Task {
   concurrencyLimit: number | null;
   /** At most `limit` pushes of its key per `period_ms`: sets the key's rate if none is set. */
   rateLimit: { limit: number; period_ms: number } | null;
+  /** The task that enqueued it, when it said so: the task may wait for it (its child). */
+  parentId: string | null;
+  /** How many times it waited for children and was pushed again. */
+  resumes: number;
   priority: number;
   runAt: Date;
   expiresAt: Date | null;

@@ -72,22 +72,24 @@ export async function keyLimitDelete(db: Queryable, queue: string, key: string):
 export interface QueueCounts {
   pending: number;
   leased: number;
+  waiting: number;
   dead: number;
 }
 
 /** Pending, leased and dead tasks per queue (all queues, or one). */
 export async function queueCounts(db: Queryable, queue?: string): Promise<Map<string, QueueCounts>> {
-  const rows = await db.query<{ queue: string; pending: number; leased: number; dead: number }>(
+  const rows = await db.query<{ queue: string; pending: number; leased: number; waiting: number; dead: number }>(
     `select queue,
             count(*) filter (where status = 'pending')::int as pending,
             count(*) filter (where status = 'leased')::int as leased,
+            count(*) filter (where status = 'waiting')::int as waiting,
             count(*) filter (where status = 'dead')::int as dead
      from sluice.tasks
-     where status in ('pending', 'leased', 'dead') and ($1::text is null or queue = $1)
+     where status in ('pending', 'leased', 'waiting', 'dead') and ($1::text is null or queue = $1)
      group by queue`,
     [queue ?? null],
   );
-  return new Map(rows.map((r) => [r.queue, { pending: r.pending, leased: r.leased, dead: r.dead }]));
+  return new Map(rows.map((r) => [r.queue, { pending: r.pending, leased: r.leased, waiting: r.waiting, dead: r.dead }]));
 }
 
 /** Every queue Sluice knows from the database: with lanes, overrides or key limits. */

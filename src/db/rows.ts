@@ -14,6 +14,8 @@ export interface TaskRow {
   concurrency_limit: number | null;
   rate_limit: number | null;
   rate_period_ms: number | null;
+  parent_id: string | null;
+  resumes: number;
   priority: number;
   run_at: Date;
   expires_at: Date | null;
@@ -50,6 +52,8 @@ export function toTask(row: TaskRow): Task {
     contentType: row.content_type,
     concurrencyKey: row.concurrency_key,
     concurrencyLimit: row.concurrency_limit,
+    parentId: row.parent_id === null ? null : String(row.parent_id),
+    resumes: row.resumes,
     rateLimit: row.rate_limit === null || row.rate_period_ms === null ? null : { limit: row.rate_limit, period_ms: row.rate_period_ms },
     priority: row.priority,
     runAt: row.run_at,

@@ -1,5 +1,5 @@
 /** Task rows: enqueue (with dedup), read, list, cancel. */
-import { ConflictError, NotFoundError } from '../core/errors.ts';
+import { ConflictError, NotFoundError, ValidationError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
 import { lowerHintsCte } from './lanes.ts';
@@ -16,6 +16,7 @@ export interface NewTask {
   concurrencyKey: string | null;
   concurrencyLimit: number | null;
   rateLimit: { limit: number; period_ms: number } | null;
+  parentId: string | null;
   priority: number;
   /** Not before: an absolute time, or a delay from the database's `now()`. */
   runAt: Date | null;
@@ -41,22 +42,22 @@ with input as materialized (
   select x.*, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
   from jsonb_to_recordset($1::jsonb) as x(
     ord integer, queue text, url text, method text, headers jsonb, body text, content_type text,
-    concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, priority integer, run_at timestamptz,
+    concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, parent_id bigint, priority integer, run_at timestamptz,
     delay_ms bigint, expires_at timestamptz, ttl_ms bigint, max_attempts integer, backoff jsonb,
     timeout_ms integer, lease_ms integer, dedup_key text)
 ),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
-    concurrency_limit, rate_limit, rate_period_ms, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
+    concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
   overriding system value
   select new_id, queue, url, method, headers, body, content_type, concurrency_key,
-    concurrency_limit, rate_limit, rate_period_ms, priority,
+    concurrency_limit, rate_limit, rate_period_ms, parent_id, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
     max_attempts, backoff, timeout_ms, lease_ms, dedup_key
   from input
   order by ord
-  on conflict (queue, dedup_key) where dedup_key is not null and status in ('pending', 'leased') do nothing
+  on conflict (queue, dedup_key) where dedup_key is not null and status in ('pending', 'leased', 'waiting') do nothing
   returning *
 )
 select i.ord, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
@@ -65,7 +66,7 @@ const FIND_UNFINISHED_BY_DEDUP = `
 select t.* from sluice.tasks t
 join unnest($1::text[], $2::text[]) as k(queue, dedup_key)
   on t.queue = k.queue and t.dedup_key = k.dedup_key
-where t.status in ('pending', 'leased')`;
+where t.status in ('pending', 'leased', 'waiting')`;
 
 /**
  * Inserts tasks, all or nothing, in input order. An item whose `dedupKey` matches an
@@ -91,7 +92,14 @@ class DedupRace extends Error {
 }
 
 async function insertOnce(q: Queryable, input: string, tasks: readonly NewTask[]): Promise<Enqueued[]> {
-  const rows = await q.query<TaskRow & { ord: number }>(INSERT, [input]);
+  let rows: Array<TaskRow & { ord: number }>;
+  try {
+    rows = await q.query<TaskRow & { ord: number }>(INSERT, [input]);
+  } catch (error) {
+    // The only foreign key a client names: parent_id.
+    if ((error as { code?: string }).code === '23503') throw new ValidationError([{ path: 'parent_id', message: 'names no task' }]);
+    throw error;
+  }
   const missing = rows.filter((r) => r.id === null).map((r) => tasks[r.ord]!);
   let existing = new Map<string, Task>();
   if (missing.length > 0) {
@@ -127,6 +135,7 @@ export function toInputRow(t: NewTask, ord: number) {
     concurrency_limit: t.concurrencyLimit,
     rate_limit: t.rateLimit?.limit ?? null,
     rate_period_ms: t.rateLimit?.period_ms ?? null,
+    parent_id: t.parentId,
     priority: t.priority,
     run_at: t.runAt?.toISOString() ?? null,
     delay_ms: t.delayMs,
@@ -202,7 +211,7 @@ export async function taskRedriveMatching(
          where e.dedup_key is null
             or (e.id = (select max(d.id) from examined d where d.queue = e.queue and d.dedup_key = e.dedup_key)
                 and not exists (select 1 from sluice.tasks u
-                                where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ('pending', 'leased')))
+                                where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ('pending', 'leased', 'waiting')))
        ),
        redriven as (
          update sluice.tasks t
@@ -242,17 +251,27 @@ export async function taskCountDead(db: Queryable, filter: DeadFilter, cap: numb
  * of it at its next heartbeat, and a failure then ends it as cancelled instead of retrying).
  */
 export async function taskCancel(db: Queryable, id: string): Promise<Task> {
+  // With it, every unfinished task below it (children it enqueued, theirs, and so on): a
+  // child of a cancelled parent has nobody left to resume.
   const rows = await db.query<TaskRow>(
-    `update sluice.tasks
-     set status = case when status = 'pending' then 'cancelled' else status end,
-         finished_at = case when status = 'pending' then now() end,
-         cancel_requested_at = case when status = 'leased' then coalesce(cancel_requested_at, now()) end,
+    `with recursive doomed as (
+       select id from sluice.tasks where id = $1 and status in ('pending', 'leased', 'waiting')
+       union
+       select c.id from sluice.tasks c join doomed d on c.parent_id = d.id
+       where c.status in ('pending', 'leased', 'waiting')
+     )
+     update sluice.tasks t
+     set status = case when t.status = 'leased' then t.status else 'cancelled' end,
+         finished_at = case when t.status = 'leased' then null else now() end,
+         cancel_requested_at = case when t.status = 'leased' then coalesce(t.cancel_requested_at, now()) end,
          updated_at = now()
-     where id = $1 and status in ('pending', 'leased')
-     returning *`,
+     from doomed
+     where t.id = doomed.id
+     returning t.*`,
     [id],
   );
-  if (rows[0]) return toTask(rows[0]);
+  const own = rows.find((r) => String(r.id) === id);
+  if (own) return toTask(own);
   const task = await taskGet(db, id);
   if (!task) throw new NotFoundError(`task ${id}`);
   throw new ConflictError(409, 'already_finished', `task ${id} is already ${task.status}`);

@@ -92,6 +92,7 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Pr
   // Keys may be any Unicode text; a header carries it percent-encoded (UTF-8), as `encodeURIComponent` does.
   if (task.concurrencyKey !== null) headers.set(HEADERS.concurrencyKey, encodeURIComponent(task.concurrencyKey));
   headers.set(HEADERS.attempt, String(task.attempts));
+  if (task.resumes > 0) headers.set(HEADERS.resume, String(task.resumes));
   headers.set(HEADERS.maxAttempts, String(task.maxAttempts));
   headers.set(HEADERS.leaseId, task.lease.id);
   headers.set(HEADERS.leaseExpiresAt, task.lease.expiresAt.toISOString());

@@ -22,6 +22,20 @@ export interface TaskContext {
   signal: AbortSignal;
   /** Extends the lease now (lease mode; heartbeats also run by themselves). */
   heartbeat(extendMs?: number): Promise<Date>;
+  /**
+   * Lease mode: wait for children of this task (tasks enqueued with its id as `parent_id`;
+   * all of them when none are named). The lease ends here; once they have all finished, the
+   * task is pushed again with `push.resume` one higher, its attempt given back. Return what it
+   * returns: nothing more is sent for this push. Rejects with the API's answer when the wait
+   * is refused (409 `recursive_wait_deadlock`: it could never be served).
+   */
+  waitFor(children?: readonly string[]): Promise<Waiting>;
+}
+
+/** What `waitFor` answers: the children it waits on. */
+export interface Waiting {
+  waiting: true;
+  waitingOn: string[];
 }
 
 export interface HandlerOptions extends ReceiverOptions {
@@ -87,6 +101,7 @@ async function respond<R>(fn: TaskFunction<R>, push: Push, requestSignal: AbortS
     const result = await fn(push, {
       signal: controller.signal,
       heartbeat: () => Promise.reject(new Error('heartbeat needs mode: "lease"')),
+      waitFor: () => Promise.reject(new Error('waitFor needs mode: "lease"')),
     });
     if (result === undefined) return new Response(null, { status: 204 });
     return new Response(typeof result === 'string' ? result : JSON.stringify(result), {
@@ -151,9 +166,21 @@ async function holdLease<R>(
   };
   schedule();
 
+  // After a wait the lease is over: nothing more is sent for this push.
+  let waited = false;
+  const waitFor = async (children?: readonly string[]): Promise<Waiting> => {
+    const response = await call('wait', children === undefined ? {} : { children });
+    const data = (await response.json().catch(() => ({}))) as { waiting_on?: string[]; code?: string; detail?: string };
+    if (!response.ok) throw new Error(`wait refused: ${response.status} ${data.code ?? ''} ${data.detail ?? ''}`.trim());
+    waited = true;
+    done = true;
+    clearTimeout(timer);
+    return { waiting: true, waitingOn: data.waiting_on ?? [] };
+  };
+
   let ending: { action: string; body: unknown };
   try {
-    const result = await fn(push, { signal: controller.signal, heartbeat });
+    const result = await fn(push, { signal: controller.signal, heartbeat, waitFor });
     ending = { action: 'complete', body: result === undefined ? {} : { result } };
   } catch (error) {
     if (error instanceof RetryAfterError) ending = { action: 'release', body: { delay_ms: clampDelay(error.retryAfterMs) } };
@@ -162,8 +189,8 @@ async function holdLease<R>(
     done = true;
     clearTimeout(timer);
   }
-  // A lease already lost or cancelled has nothing left to end.
-  if (controller.signal.aborted) return;
+  // A lease already lost or cancelled, or ended by a wait, has nothing left to end.
+  if (controller.signal.aborted || waited) return;
   const response = await call(ending.action, ending.body);
   if (!response.ok && response.status !== 409) throw new Error(`${ending.action} failed: ${response.status} ${await response.text()}`);
   await response.body?.cancel();

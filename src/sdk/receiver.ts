@@ -39,6 +39,8 @@ export interface Push {
   concurrencyKey: string | null;
   attempt: number;
   maxAttempts: number;
+  /** 0 on a first push; after waits for children (`ctx.waitFor`), how many it has resumed from. */
+  resume: number;
   lease: { id: string; expiresAt: Date; token: string };
   headers: Headers;
   /** The exact body bytes. */
@@ -88,6 +90,7 @@ export function createReceiver(options: ReceiverOptions): Receiver {
         concurrencyKey: key === null ? null : decodeKey(key),
         attempt: Number(h.get(HEADERS.attempt) ?? 0),
         maxAttempts: Number(h.get(HEADERS.maxAttempts) ?? 0),
+        resume: Number(h.get(HEADERS.resume) ?? 0),
         lease: { id: claims.jti, expiresAt: new Date(h.get(HEADERS.leaseExpiresAt) ?? 0), token: h.get(HEADERS.leaseToken) ?? '' },
         headers: h,
         body,

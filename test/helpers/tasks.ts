@@ -13,6 +13,7 @@ export function newTask(overrides: Partial<NewTask> = {}): NewTask {
     concurrencyKey: null,
     concurrencyLimit: null,
     rateLimit: null,
+    parentId: null,
     priority: 0,
     runAt: null,
     delayMs: null,

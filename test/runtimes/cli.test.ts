@@ -240,7 +240,7 @@ describe('sluice against the Node server', () => {
       expect(all.queues.find((q) => q.name === 'envq')).toMatchObject({
         concurrency: { value: 7, source: 'env' },
         paused: { value: false, source: 'default' },
-        counts: { pending: 2, leased: 0, dead: 0 },
+        counts: { pending: 2, leased: 0, waiting: 0, dead: 0 },
       });
       const text = await sluice(as.reader, ['status']);
       expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +DEAD +SUCCEEDED +CONCURRENCY/);
@@ -290,7 +290,7 @@ describe('sluice against the Node server', () => {
       const all = await json<{ queues: Array<{ name: string; counts: object }>; succeeded_counted_at: string }>(
         sluice(as.admin, ['status', '--json']),
       );
-      expect(all.queues.find((q) => q.name === 'doneq')!.counts).toEqual({ pending: 0, leased: 0, dead: 0, succeeded: 2 });
+      expect(all.queues.find((q) => q.name === 'doneq')!.counts).toEqual({ pending: 0, leased: 0, waiting: 0, dead: 0, succeeded: 2 });
       expect(Date.parse(all.succeeded_counted_at)).not.toBeNaN();
       const one = await sluice(as.admin, ['status', 'doneq']);
       expect(one.stdout).toMatch(/tasks +0 pending, 0 leased, 0 dead, 2 succeeded\n/);

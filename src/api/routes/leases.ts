@@ -7,6 +7,7 @@
 import { type Context, Hono } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { z } from 'zod';
+import { claimQueuesJson } from '../../config.ts';
 import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
@@ -15,6 +16,7 @@ import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
 import { leaseSettleMany } from '../../db/settle.ts';
+import { leaseWait } from '../../db/waits.ts';
 import { verifyLeaseToken } from '../../security/lease-token.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -50,6 +52,16 @@ const failSchema = z
   })
   .strict();
 const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
+const waitSchema = z
+  .object({
+    /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */
+    children: z
+      .array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be a task id'))
+      .min(1)
+      .max(1_000)
+      .optional(),
+  })
+  .strict();
 
 leases.post('/:lease/heartbeat', async (c) => {
   const body = parse(heartbeatSchema, await readOptionalJson(c.req.raw));
@@ -91,6 +103,45 @@ leases.post('/:lease/fail', async (c) => {
 leases.post('/:lease/release', async (c) => {
   const body = parse(releaseSchema, await readOptionalJson(c.req.raw));
   return callEndingLease(c, { kind: 'release', delayMs: body.delay_ms ?? 0 });
+});
+
+/**
+ * Wait for children: the lease ends, the task is `waiting`, and once every child waited on has
+ * finished it is pushed again (`Sluice-Resume`), its attempt given back. 409
+ * `recursive_wait_deadlock` when the wait could never be served (README "Waits").
+ */
+leases.post('/:lease/wait', async (c) => {
+  const body = parse(waitSchema, await readOptionalJson(c.req.raw));
+  const leaseId = c.req.param('lease');
+  const taskId = c.var.leaseTaskId;
+  const result = await leaseWait(c.var.db, taskId, leaseId, body.children ?? null, claimQueuesJson(c.var.config));
+  switch (result.kind) {
+    case 'waiting':
+      // Its cluster slot (and any slot it lent) is free now, and its children may be done already.
+      c.var.poke();
+      return c.json({
+        task_id: taskId,
+        status: 'waiting',
+        waiting_on: result.waitingOn,
+        lent_queue: result.lentQueue,
+        lent_key: result.lentKey,
+      });
+    case 'lease_lost':
+      throw lostOrCancelled((await leaseFind(c.var.db, taskId, leaseId))?.task ?? null);
+    case 'not_children':
+      throw new ValidationError([
+        { path: 'children', message: `names tasks that are not children of task ${taskId}: ${result.ids.join(', ')}` },
+      ]);
+    case 'deadlock': {
+      const chain = result.chain.map((t) => `${t.id} (${t.queue}${t.key === null ? '' : `/${t.key}`})`).join(' ← ');
+      const level = result.level === 'queue' ? `queue ${result.queue}` : `key ${result.key} of queue ${result.queue}`;
+      throw new ConflictError(
+        409,
+        'recursive_wait_deadlock',
+        `a child needs a slot of ${level} (limit ${result.limit}), and the chain of waiting tasks ${chain} would hold all of them until that child ends: raise the limit, or put the child on another queue`,
+      );
+    }
+  }
 });
 
 type LeaseContext = Context<AppEnv, '/:lease/*'>;

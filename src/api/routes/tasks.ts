@@ -7,6 +7,7 @@ import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import type { AttemptRecord } from '../../db/leases.ts';
 import { type Enqueued, type NewTask, taskInsertMany } from '../../db/tasks.ts';
+import { taskChildren } from '../../db/waits.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -43,6 +44,15 @@ tasks.get('/:id', requireScope('tasks:read'), async (c) => {
   const { task, attempts } = await getTask(c.var.db, c.req.param('id'));
   return c.json({ ...taskView(task, { body: true }), attempt_history: attempts.map(attemptView) });
 });
+
+/** The tasks it enqueued as their parent (`parent_id`), oldest first, up to 1,000: what a resumed parent reads. */
+tasks.get('/:id/children', requireScope('tasks:read'), async (c) => {
+  const { task } = await getTask(c.var.db, c.req.param('id'));
+  const children = await taskChildren(c.var.db, task.id, CHILDREN_SHOWN);
+  return c.json({ children: children.map((t) => taskView(t)) });
+});
+
+const CHILDREN_SHOWN = 1_000;
 
 tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
   const task = await cancelTask(c.var, c.req.param('id'));

@@ -5,6 +5,8 @@ export const HEADERS = Object.freeze({
   queue: 'Sluice-Queue',
   concurrencyKey: 'Sluice-Concurrency-Key',
   attempt: 'Sluice-Attempt',
+  /** On a push after a wait for children: how many waits it has resumed from (absent before any). */
+  resume: 'Sluice-Resume',
   maxAttempts: 'Sluice-Max-Attempts',
   leaseId: 'Sluice-Lease-Id',
   leaseExpiresAt: 'Sluice-Lease-Expires-At',

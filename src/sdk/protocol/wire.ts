@@ -4,7 +4,7 @@
  */
 
 export type HttpMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'GET';
-export type TaskStatus = 'pending' | 'leased' | 'succeeded' | 'dead' | 'cancelled' | 'expired';
+export type TaskStatus = 'pending' | 'leased' | 'waiting' | 'succeeded' | 'dead' | 'cancelled' | 'expired';
 
 export interface EnqueueRequest {
   /** Endpoint to push to. Default: the queue's `url`. */
@@ -26,6 +26,8 @@ export interface EnqueueRequest {
   concurrency_limit?: number;
   /** The key's rate when none is configured yet: at most `limit` pushes in any window of `period_ms`. */
   rate_limit?: { limit: number; period_ms: number };
+  /** The task enqueueing this one (from its push's Sluice-Task-Id): it may then wait for it. */
+  parent_id?: string;
   /** Lower runs first. Default 0. */
   priority?: number;
   /** Not before: a delay, or a time (RFC 3339). */
@@ -54,6 +56,8 @@ export interface TaskView {
   concurrency_key: string | null;
   concurrency_limit: number | null;
   rate_limit: { limit: number; period_ms: number } | null;
+  parent_id: string | null;
+  resumes: number;
   priority: number;
   run_at: string;
   expires_at: string | null;
@@ -118,12 +122,15 @@ export interface QueueView {
   key_concurrency: Sourced<number | null>;
   priority: Sourced<number>;
   paused: Sourced<boolean>;
+  /** At most `limit` pushes per `period_ms`: of the queue, and of each key by default. */
+  rate: Sourced<{ limit: number; period_ms: number } | null>;
+  key_rate: Sourced<{ limit: number; period_ms: number } | null>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;
   lease_ms: number;
   timeout_ms: number;
-  counts: { pending: number; leased: number; dead: number };
+  counts: { pending: number; leased: number; waiting: number; dead: number };
 }
 
 export interface SlotView {
