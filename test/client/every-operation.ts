@@ -158,5 +158,24 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   const secret = await admin.GET('/v1/webhooks/secret', { params: { query: { url: `${s.endpointUrl}/one` } } });
   check(secret.data?.secret.startsWith('whsec_'), 'webhook secret');
   done('getWebhookSecret');
+
+  // Waits: a parent enqueues a child (delayed, so it stays pending) and waits for it; then the
+  // parent is cancelled, and its child with it.
+  await writer.POST('/v1/tasks', { body: { queue: 'family', url: `${s.endpointUrl}/parent` } });
+  const parent = await s.pushTo('/parent');
+  const child = await writer.POST('/v1/tasks', {
+    body: { queue: 'family', url: `${s.endpointUrl}/child`, parent_id: parent.taskId, delay_ms: 3_600_000 },
+  });
+  const waiting = await leaseAs(parent).POST('/v1/leases/{lease_id}/wait', { ...params(parent), body: {} });
+  check(waiting.data?.status === 'waiting' && waiting.data.waiting_on[0] === child.data?.id, 'wait');
+  done('waitForChildren');
+  const children = await writer.GET('/v1/tasks/{id}/children', { params: { path: { id: parent.taskId } } });
+  check(children.data?.children[0]?.parent_id === parent.taskId, 'children');
+  done('listChildren');
+  await writer.POST('/v1/tasks/{id}/cancel', { params: { path: { id: parent.taskId } } });
+
+  const metrics = await admin.GET('/metrics', { parseAs: 'text' });
+  check(typeof metrics.data === 'string' && metrics.data.includes('# TYPE sluice_acquired_total counter'), 'metrics');
+  done('getMetrics');
   return called;
 }

@@ -13,4 +13,6 @@ export interface Setup {
   endpointUrl: string;
   /** The next push that arrives, with its lease. */
   nextPush(): Promise<Push>;
+  /** The first push to this path of the endpoint (e.g. `/parent`), with its lease. */
+  pushTo(path: string): Promise<Push>;
 }
