@@ -15,11 +15,17 @@ export interface Poke {
 /** A poke for work that is due now (a lease ended, a limit changed, a task was redriven). */
 export const pokeNow = (nowMs: number, tasks = 1): Poke => ({ atMs: nowMs, tasks });
 
-/** The poke an enqueue makes: due at the earliest `run_at` among the new tasks. */
-export function pokeForTasks(runAts: readonly Date[], nowMs: number): Poke | null {
-  if (runAts.length === 0) return null;
-  const atMs = Math.max(nowMs, Math.min(...runAts.map((d) => d.getTime())));
-  return { atMs, tasks: runAts.filter((d) => d.getTime() <= atMs).length };
+/**
+ * The poke an enqueue makes: due at the earliest `run_at` among the new tasks. A task's
+ * `run_at` and `created_at` are both the database's instants; what travels is the wait between
+ * them, from `nowMs` (this process's clock), so a clock off the database's wakes dispatch on
+ * time all the same (an instant compared with our clock would wake it the skew late).
+ */
+export function pokeForTasks(tasks: readonly { runAt: Date; createdAt: Date }[], nowMs: number): Poke | null {
+  if (tasks.length === 0) return null;
+  const waits = tasks.map((t) => Math.max(0, t.runAt.getTime() - t.createdAt.getTime()));
+  const wait = Math.min(...waits);
+  return { atMs: nowMs + wait, tasks: waits.filter((w) => w <= wait).length };
 }
 
 /** What a dispatch run reports about when to wake. */

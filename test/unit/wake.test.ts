@@ -4,9 +4,17 @@ import { isStall, nextShard, pokeForTasks, shardsToWake, stallDelayMs, wakeAt } 
 
 describe('pokeForTasks', () => {
   const now = 1_000_000;
+  /** A task written at `now` on the database's clock, due `inMs` later. */
+  const task = (inMs: number, dbNow = now) => ({ runAt: new Date(dbNow + inMs), createdAt: new Date(dbNow) });
   it('is due at the earliest run_at, never before now, counting the tasks due then', () => {
-    expect(pokeForTasks([new Date(now - 5), new Date(now), new Date(now + 10)], now)).toEqual({ atMs: now, tasks: 2 });
-    expect(pokeForTasks([new Date(now + 2_000), new Date(now + 500)], now)).toEqual({ atMs: now + 500, tasks: 1 });
+    expect(pokeForTasks([task(-5), task(0), task(10)], now)).toEqual({ atMs: now, tasks: 2 });
+    expect(pokeForTasks([task(2_000), task(500)], now)).toEqual({ atMs: now + 500, tasks: 1 });
+  });
+  it("wakes on time whatever the database's clock says: the wait travels, not the instant", () => {
+    for (const skew of [-30_000, 30_000]) {
+      expect(pokeForTasks([task(0, now + skew)], now)).toEqual({ atMs: now, tasks: 1 });
+      expect(pokeForTasks([task(2_000, now + skew)], now)).toEqual({ atMs: now + 2_000, tasks: 1 });
+    }
   });
   it('is nothing when nothing was written', () => {
     expect(pokeForTasks([], now)).toBeNull();

@@ -80,7 +80,7 @@ tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
 /** Tells the dispatcher when the tasks just written come due (a deduplicated hit adds nothing). */
 function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued[]): void {
   const p = pokeForTasks(
-    results.filter((r) => !r.deduplicated).map((r) => r.task.runAt),
+    results.filter((r) => !r.deduplicated).map((r) => r.task),
     Date.now(),
   );
   if (p) poke(p);
