@@ -7,16 +7,18 @@
  * `webhook-id`), the endpoint never above a limit while a lease is live, no lease left at rest,
  * no stale lease call accepted.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { type FaultEndpoint, startFaultEndpoint } from './matrix/endpoint.ts';
 import { FAULTS } from './matrix/faults.ts';
 import { markdownTable } from './matrix/report.ts';
 import { type RunSetup, runFault } from './matrix/scenario.ts';
 import { runSecrets } from './matrix/setup.ts';
+import { runWorkerFault, WORKER_FAULTS } from './matrix/worker.ts';
 
 const ITEMS = 1_000;
 const SLICE = ['kill-mid-push', 'terminate-claim', 'network-drop', 'endpoint-hang', 'lease-calls'];
+const WORKER_SLICE = ['worker-restart'];
 
 let t: TestDatabase;
 let endpoint: FaultEndpoint;
@@ -43,16 +45,27 @@ afterAll(async () => {
   await t?.drop();
 });
 
+function expectHeld(result: Awaited<ReturnType<typeof runFault>>, path: 'Node' | 'Worker'): void {
+  console.info(markdownTable([{ ...result, path, fault: result.fault.name, title: result.fault.title }]).split('\n')[2]);
+  expect(result.verdict.problems).toEqual([]);
+  expect(result.verdict).toMatchObject({ lost: 0, leasedAtRest: 0, overLimit: 0, staleAccepted: 0 });
+  expect(result.verdict.explained).toBe(result.verdict.duplicates);
+}
+
 describe('the fault matrix, a slice', () => {
   it.each(SLICE)(
-    '%s: nothing lost, duplicates explained, limits held, no lease left',
+    'Node, %s: nothing lost, duplicates explained, limits held, no lease left',
     async (name) => {
-      const fault = FAULTS.find((f) => f.name === name)!;
-      const result = await runFault(fault, setup, ITEMS);
-      console.info(markdownTable([{ ...result, path: 'Node', fault: fault.name, title: fault.title }]).split('\n')[2]);
-      expect(result.verdict.problems).toEqual([]);
-      expect(result.verdict).toMatchObject({ lost: 0, leasedAtRest: 0, overLimit: 0, staleAccepted: 0 });
-      expect(result.verdict.explained).toBe(result.verdict.duplicates);
+      expectHeld(await runFault(FAULTS.find((f) => f.name === name)!, setup, ITEMS), 'Node');
+    },
+    120_000,
+  );
+
+  it.each(WORKER_SLICE)(
+    'Worker, %s: nothing lost, duplicates explained, limits held, no lease left',
+    async (name) => {
+      const fault = WORKER_FAULTS.find((f) => f.name === name)!;
+      expectHeld(await runWorkerFault(fault, { ...setup, pgPort: inject('pgPort') }, ITEMS / 2), 'Worker');
     },
     120_000,
   );

@@ -11,8 +11,8 @@
  * - in flight: the most pushes the endpoint was working on at once while their leases were
  *   live, per level (cluster, queue, key), against each limit;
  * - stale lease calls: calls for a lease the endpoint knew was over that were accepted;
- * - recovery: from the fault's end to the first push after it, and from its start until every
- *   task it disturbed was delivered.
+ * - recovery: from the fault's end to the first push after it; from its start until the rate of
+ *   finished pushes is back to half what it was; when the tasks it disturbed were pushed again.
  */
 
 /** How the endpoint handled one push (set per push by the fault's script). */
@@ -112,8 +112,7 @@ export interface Verdict {
   staleAccepted: number;
   /** Abandoned leases whose attempt was recorded as anything but an expiry. */
   staleChanged: number;
-  resumedMs: number | null;
-  recoveredMs: number | null;
+  recovery: Recovery;
   ok: boolean;
   problems: string[];
 }
@@ -187,7 +186,6 @@ export function checkHistory(h: History): Verdict {
   const staleChanged = h.abandonedAttempts.filter((a) => a.outcome === 'succeeded').length;
   if (staleChanged > 0) problems.push(`${staleChanged} abandoned leases ended as succeeded by a late call`);
 
-  const { resumedMs, recoveredMs } = recovery(byTask, fault, cutByFault);
   const verdict: Verdict = {
     tasks: h.acked.size,
     lost: lostItems.length,
@@ -202,8 +200,7 @@ export function checkHistory(h: History): Verdict {
     staleCalls: stale.length,
     staleAccepted: staleAccepted + doubleAccepted,
     staleChanged,
-    resumedMs,
-    recoveredMs,
+    recovery: recovery(byTask, fault, cutByFault),
     ok: problems.length === 0,
     problems,
   };
@@ -248,26 +245,60 @@ export function inFlightPeaks(pushes: readonly PushRecord[], limits: LevelLimits
   return result;
 }
 
-function recovery(
-  byTask: Map<string, PushRecord[]>,
-  fault: FaultWindow | null,
-  cutByFault: (p: PushRecord) => boolean,
-): { resumedMs: number | null; recoveredMs: number | null } {
-  if (!fault) return { resumedMs: null, recoveredMs: null };
+interface Recovery {
+  /** From the fault's end to the first push after it that the endpoint finished. */
+  resumedMs: number | null;
+  /** From the fault's start until a second's finished pushes were back to half the rate of the 5 s before it (0: never below). */
+  rateBackMs: number | null;
+  /** From the fault's start to the first and the last next push of a task it disturbed (behind its lane's backlog: FIFO). */
+  redelivered: { firstMs: number; lastMs: number; tasks: number } | null;
+}
+
+function recovery(byTask: Map<string, PushRecord[]>, fault: FaultWindow | null, cutByFault: (p: PushRecord) => boolean): Recovery {
+  if (!fault) return { resumedMs: null, rateBackMs: null, redelivered: null };
   let firstAfter = Number.POSITIVE_INFINITY;
-  let lastRedelivered = fault.endMs;
+  const next: number[] = [];
+  const finished: number[] = [];
   const affected = new Set(fault.affected ?? []);
   for (const [taskId, pushes] of byTask) {
-    for (const p of pushes) if (p.receivedAt > fault.endMs && p.done) firstAfter = Math.min(firstAfter, p.receivedAt);
+    for (const p of pushes) {
+      if (!p.done || p.endedAt === null) continue;
+      finished.push(p.endedAt);
+      if (p.receivedAt > fault.endMs) firstAfter = Math.min(firstAfter, p.receivedAt);
+    }
     // A task the fault disturbed (claimed and never pushed, or pushed and cut) is recovered by
     // its next push.
-    if (affected.has(taskId)) lastRedelivered = Math.max(lastRedelivered, pushes[0]!.receivedAt);
-    for (let i = 1; i < pushes.length; i++) {
-      if (cutByFault(pushes[i - 1]!)) lastRedelivered = Math.max(lastRedelivered, pushes[i]!.receivedAt);
+    if (affected.has(taskId)) next.push(pushes[0]!.receivedAt);
+    for (let i = 1; i < pushes.length; i++) if (cutByFault(pushes[i - 1]!)) next.push(pushes[i]!.receivedAt);
+  }
+  finished.sort((a, b) => a - b);
+  const within = (from: number, to: number) => lowerBound(finished, to) - lowerBound(finished, from);
+  const baseline = within(fault.startMs - 5_000, fault.startMs) / 5;
+  let rateBackMs: number | null = null;
+  for (let t = fault.startMs; t <= (finished.at(-1) ?? 0); t += 100) {
+    if (within(t, t + 1_000) >= baseline / 2) {
+      rateBackMs = t - fault.startMs;
+      break;
     }
   }
   return {
     resumedMs: Number.isFinite(firstAfter) ? Math.max(0, firstAfter - fault.endMs) : null,
-    recoveredMs: lastRedelivered - fault.startMs,
+    rateBackMs,
+    redelivered:
+      next.length === 0
+        ? null
+        : { firstMs: Math.min(...next) - fault.startMs, lastMs: Math.max(...next) - fault.startMs, tasks: next.length },
   };
+}
+
+/** The index of the first element of sorted `xs` that is not below `x`. */
+function lowerBound(xs: readonly number[], x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -19,15 +19,19 @@ function peaks(v: Verdict): string {
 
 export function markdownTable(rows: readonly ReportRow[]): string {
   const lines = [
-    '| path | fault | tasks | lost | duplicates (explained) | max in flight / limit | leased at rest | stale lease calls accepted | recovery: resumed, all re-delivered | run | notes |',
+    '| path | fault | tasks | lost | duplicates (explained) | max in flight / limit | leased at rest | stale lease calls accepted | recovery: pushes resumed, rate back to ½ | run | notes |',
     '|---|---|--:|--:|--:|---|--:|--:|---|--:|---|',
   ];
   for (const r of rows) {
     const v = r.verdict;
     const stale = v.staleCalls > 0 ? `${v.staleAccepted} of ${v.staleCalls}` : '0';
-    const notes = [...r.notes, ...v.problems.map((p) => `**${p}**`)].join('; ');
+    const again = v.recovery.redelivered;
+    const redelivered = again
+      ? [`${again.tasks} disturbed tasks pushed again ${seconds(again.firstMs)}–${seconds(again.lastMs)} after the fault began`]
+      : [];
+    const notes = [...r.notes, ...redelivered, ...v.problems.map((p) => `**${p}**`)].join('; ');
     lines.push(
-      `| ${r.path} | ${r.title} | ${v.tasks.toLocaleString('en')} | ${v.lost} | ${v.duplicates} (${v.explained}) | ${peaks(v)} | ${v.leasedAtRest} | ${stale} | ${seconds(v.resumedMs)}, ${seconds(v.recoveredMs)} | ${seconds(r.durationMs)}, ${Math.round(r.throughput)}/s | ${notes || '—'} |`,
+      `| ${r.path} | ${r.title} | ${v.tasks.toLocaleString('en')} | ${v.lost} | ${v.duplicates} (${v.explained}) | ${peaks(v)} | ${v.leasedAtRest} | ${stale} | ${seconds(v.recovery.resumedMs)}, ${seconds(v.recovery.rateBackMs)} | ${seconds(r.durationMs)}, ${Math.round(r.throughput)}/s | ${notes || '—'} |`,
     );
   }
   return lines.join('\n');
