@@ -206,6 +206,8 @@ describe('the API', () => {
         schedule({ task: { url: `${endpoint.url}/q`, delay_ms: 5, expires_at: '2030-01-01T00:00:00Z', timeout_ms: 90_000 } }),
         ['task.delay_ms', 'task.expires_at', 'task.timeout_ms'],
       ],
+      // A template's parent would be dropped at every firing: refused, not ignored.
+      [schedule({ task: { url: `${endpoint.url}/q`, parent_id: '1' } }), ['task.parent_id']],
     ];
     for (const [body, expected] of cases) {
       const res = await call('POST', '/v1/schedules', body);
