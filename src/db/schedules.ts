@@ -94,6 +94,15 @@ export async function scheduleInsert(db: Queryable, s: NewSchedule): Promise<Sch
   }
 }
 
+/**
+ * The database's clock. Slots are reckoned on it, as due times are: a first slot taken from the
+ * API process's clock would fire early or late by the difference between the two.
+ */
+export async function databaseNow(db: Queryable): Promise<Date> {
+  const [row] = await db.query<{ now: Date }>('select clock_timestamp() as now');
+  return new Date(row!.now);
+}
+
 export async function scheduleGet(db: Queryable, name: string): Promise<Schedule | null> {
   const [row] = await db.query<ScheduleRow>('select * from sluice.schedules where name = $1', [name]);
   return row ? toSchedule(row) : null;

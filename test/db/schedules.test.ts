@@ -4,7 +4,7 @@
  * pause/resume/delete), exactly one task per slot with dispatchers racing, and the Node server
  * waking for a firing with no poll to help.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { nextSlot, parseCron } from '../../src/core/schedule.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
@@ -153,6 +153,25 @@ describe('the API', () => {
       ['POST', '/v1/schedules/report/resume'],
     ] as const) {
       expect(await call(method, path)).toMatchObject({ status: 404, json: { code: 'not_found' } });
+    }
+  });
+
+  it("takes the first slot from the database's clock, not the API process's, on create and on resume", async () => {
+    // The API process's clock an hour ahead of the database's (the server runs in this process).
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 3_600_000 });
+    let created: Awaited<ReturnType<typeof call>>;
+    let resumed: Awaited<ReturnType<typeof call>>;
+    try {
+      created = await call('POST', '/v1/schedules', schedule());
+      await call('POST', '/v1/schedules/report/pause');
+      resumed = await call('POST', '/v1/schedules/report/resume');
+    } finally {
+      vi.useRealTimers();
+    }
+    const [clock] = await t.db.query<{ now: Date }>('select clock_timestamp() as now');
+    for (const next of [created.json.next_fire_at, resumed.json.next_fire_at]) {
+      expect(Date.parse(next)).toBeGreaterThan(clock!.now.getTime() - 5 * 60_000);
+      expect(Date.parse(next)).toBeLessThanOrEqual(clock!.now.getTime() + 5 * 60_000);
     }
   });
 

@@ -4,6 +4,8 @@
  * schedule only enqueues what its key could enqueue itself, through the same checks. Reading
  * takes `tasks:read`.
  */
+
+import type { Cron } from 'croner';
 import { Hono } from 'hono';
 import type { Config } from '../../config.ts';
 import { type FieldIssue, NotFoundError, ValidationError } from '../../core/errors.ts';
@@ -11,6 +13,7 @@ import { fieldIssues } from '../../core/issues.ts';
 import { checkZone, nextSlot, parseCron, queueKey } from '../../core/schedule.ts';
 import { LIMITS } from '../../core/types.ts';
 import {
+  databaseNow,
   type NewSchedule,
   type Schedule,
   scheduleDelete,
@@ -42,8 +45,9 @@ const REFUSED: Record<string, string> = {
 const QUEUE_KEYED = ['concurrency_key', 'concurrency_limit'];
 
 schedules.post('/', requireScope('tasks:write'), async (c) => {
-  const schedule = validateSchedule(await readJson(c.req.raw, LIMITS.requestBytes), c.var.config);
-  const created = await scheduleInsert(c.var.db, schedule);
+  const { schedule, cron, paused } = validateSchedule(await readJson(c.req.raw, LIMITS.requestBytes), c.var.config);
+  const nextFireAt = paused ? null : nextSlot(cron, await databaseNow(c.var.db));
+  const created = await scheduleInsert(c.var.db, { ...schedule, nextFireAt });
   if (created.nextFireAt) c.var.poke({ atMs: created.nextFireAt.getTime(), tasks: 1 });
   return c.json(scheduleView(created), 201);
 });
@@ -76,7 +80,7 @@ schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
   const found = await scheduleGet(c.var.db, name);
   if (!found) throw new NotFoundError(`schedule ${name}`);
   const parsed = parseCron(found.cron, found.timezone);
-  const next = 'cron' in parsed ? nextSlot(parsed.cron, new Date()) : null;
+  const next = 'cron' in parsed ? nextSlot(parsed.cron, await databaseNow(c.var.db)) : null;
   const resumed = await scheduleResume(c.var.db, name, next);
   if (!resumed) throw new NotFoundError(`schedule ${name}`);
   if (resumed.nextFireAt) c.var.poke({ atMs: resumed.nextFireAt.getTime(), tasks: 1 });
@@ -89,8 +93,11 @@ schedules.delete('/:name', requireScope('tasks:write'), async (c) => {
   return c.body(null, 204);
 });
 
-/** Checks the whole request in one round: the schedule's fields, its cron and zone, and its task. */
-function validateSchedule(raw: unknown, config: Config): NewSchedule {
+/**
+ * Checks the whole request in one round: the schedule's fields, its cron and zone, and its task.
+ * The first slot is left to the caller, which reads the database's clock for it.
+ */
+function validateSchedule(raw: unknown, config: Config): { schedule: Omit<NewSchedule, 'nextFireAt'>; cron: Cron; paused: boolean } {
   const issues: FieldIssue[] = [];
   const parsed = scheduleSchema.safeParse(raw);
   if (!parsed.success) issues.push(...fieldIssues(parsed.error));
@@ -123,12 +130,9 @@ function validateSchedule(raw: unknown, config: Config): NewSchedule {
   }
   const s = parsed.data;
   return {
-    name: s.name,
-    cron: s.cron,
-    timezone: zone.zone,
-    overlap: s.overlap,
-    template,
-    nextFireAt: s.paused ? null : nextSlot(cron.cron, new Date()),
+    schedule: { name: s.name, cron: s.cron, timezone: zone.zone, overlap: s.overlap, template },
+    cron: cron.cron,
+    paused: s.paused,
   };
 }
 
