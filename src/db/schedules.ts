@@ -175,11 +175,13 @@ export async function schedulesDue(db: Queryable, options: { now?: Date | undefi
 
 // One statement: the schedule row is taken only while its next slot is still the one read
 // (compare-and-set; a racing dispatcher that fired it already, or holds it now, leaves 0 rows),
-// moved on to the next slot, and the task inserted with the id the schedule records. With
-// overlap `skip`, an unfinished task of the previous firing makes the slot a skip instead.
+// the task inserted with an id of its own, and the row moved on to the next slot. With overlap
+// `skip`, an unfinished task of the previous firing makes the slot a skip instead. The row is
+// updated from what the insert returned: a slot whose task exists already (a schedule of the
+// same name, deleted and made again, fired it) is passed over without counting as fired.
 const FIRE = `
 with s as (
-  select s.name, s.template, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id,
+  select s.name, s.template, $3::timestamptz as slot, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id,
          s.overlap <> 'skip' or not exists (
            select 1 from sluice.tasks t
            where t.id = s.last_task_id and t.status not in ('succeeded', 'dead', 'cancelled', 'expired')
@@ -188,31 +190,31 @@ with s as (
   where s.name = $1 and s.next_fire_at = $2
   for update skip locked
 ),
-advanced as (
-  update sluice.schedules x
-  set next_fire_at = $4, last_slot_at = $3,
-      last_outcome = case when s.fires then 'fired' else 'skipped' end,
-      last_task_id = case when s.fires then s.new_id else x.last_task_id end,
-      fired = x.fired + s.fires::int, skipped = x.skipped + (not s.fires)::int, missed = x.missed + $5,
-      updated_at = now()
-  from s
-  where x.name = s.name
-  returning s.new_id, s.fires, s.template
-),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key, concurrency_limit,
     rate_limit, rate_period_ms, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, schedule, schedule_slot)
   overriding system value
-  select a.new_id, x.queue, x.url, x.method, x.headers, x.body, x.content_type, x.concurrency_key, x.concurrency_limit,
-    x.rate_limit, x.rate_period_ms, x.priority, $3, $3 + make_interval(secs => x.ttl_ms / 1000.0), x.max_attempts, x.backoff,
-    x.timeout_ms, x.lease_ms, $1, $3
-  from advanced a,
-    jsonb_to_record(a.template) as x(queue text, url text, method text, headers jsonb, body text, content_type text,
+  select s.new_id, x.queue, x.url, x.method, x.headers, x.body, x.content_type, x.concurrency_key, x.concurrency_limit,
+    x.rate_limit, x.rate_period_ms, x.priority, s.slot, s.slot + make_interval(secs => x.ttl_ms / 1000.0), x.max_attempts, x.backoff,
+    x.timeout_ms, x.lease_ms, s.name, s.slot
+  from s,
+    jsonb_to_record(s.template) as x(queue text, url text, method text, headers jsonb, body text, content_type text,
       concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, priority integer, ttl_ms bigint,
       max_attempts integer, backoff jsonb, timeout_ms integer, lease_ms integer)
-  where a.fires
+  where s.fires
   on conflict (schedule, schedule_slot) where schedule is not null do nothing
   returning id, run_at
+),
+advanced as (
+  update sluice.schedules x
+  set next_fire_at = $4, missed = x.missed + $5, updated_at = now(),
+      last_slot_at = case when o.landed or not s.fires then s.slot else x.last_slot_at end,
+      last_outcome = case when o.landed then 'fired' when not s.fires then 'skipped' else x.last_outcome end,
+      last_task_id = case when o.landed then s.new_id else x.last_task_id end,
+      fired = x.fired + o.landed::int, skipped = x.skipped + (not s.fires)::int
+  from s, lateral (select exists (select 1 from inserted) as landed) o
+  where x.name = s.name
+  returning s.fires
 )
 select a.fires, i.id::text as task_id, i.run_at from advanced a left join inserted i on true`;
 

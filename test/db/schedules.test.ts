@@ -316,6 +316,24 @@ describe('firing, with a clock the test moves', () => {
     expect(late!.expires_at.getTime()).toBeLessThan(back.getTime());
   });
 
+  it('passes over a slot whose task exists already (the name deleted and made again): not counted as fired', async () => {
+    const clock = new Date('2026-06-01T00:01:00Z');
+    const due = (await insertSchedule({ name: 'again', cron: '*/5 * * * *' }, clock)).nextFireAt!;
+    expect(await fireDueSchedules(t.db, { now: due })).toMatchObject({ fired: 1 });
+    const before = await fired('again');
+    expect((await call('DELETE', '/v1/schedules/again')).status).toBe(204);
+    await insertSchedule({ name: 'again', cron: '*/5 * * * *' }, clock);
+    expect(await fireDueSchedules(t.db, { now: due })).toMatchObject({ fired: 0, lost: 1 });
+    expect(await fired('again')).toEqual(before);
+    expect(await scheduleGet(t.db, 'again')).toMatchObject({
+      fired: 0,
+      lastTaskId: null,
+      lastSlotAt: null,
+      lastOutcome: null,
+      nextFireAt: new Date(due.getTime() + 5 * 60_000),
+    });
+  });
+
   it('follows wall time across DST: a repeated 02:30 fires once, an hourly :30 twice, a skipped 02:30 at 03:00', async () => {
     /** The slots a dispatcher that is always on time fires: the clock moves to each next slot in turn. */
     async function onTime(s: { name: string; cron: string }, from: string, n: number): Promise<string[]> {
