@@ -103,26 +103,34 @@ begin
 
   -- Waiting tasks whose children have all finished are pending again (0012_waits.sql). Their
   -- due time stays what it was, so that in their lane (FIFO) they come before tasks that came
-  -- while they waited: the slot they held goes back to them. Their lanes' hints are lowered
-  -- here (promotion looks only at recent due times), waiting for a lane an enqueue holds.
-  with resumed as (
-    update sluice.tasks p
-    set status = 'pending', waiting_on = null, lent_queue = false, lent_key = false, updated_at = v_now
+  -- while they waited: the slot they held goes back to them. Promotion looks only at recent due
+  -- times, so their lanes' hints are lowered here: lanes first, in (queue, lane) order, skipping
+  -- any an enqueue holds (its tasks resume at the next pass), so that nobody waits on a lock
+  -- while holding the claim's.
+  with ready as (
+    select p.id, p.queue, p.lane, p.priority from sluice.tasks p
     where p.status = 'waiting' and not exists (
       select 1 from sluice.tasks c
       where c.parent_id = p.id and c.status in ('pending', 'leased', 'waiting')
         and (p.waiting_on is null or c.id = any(p.waiting_on))
     )
-    returning p.queue, p.lane, p.priority
   ),
   locked as (
-    select k.id, r.priority from sluice.keys k
-    join (select queue, lane, min(priority) as priority from resumed group by queue, lane) r on r.queue = k.queue and r.lane = k.lane
+    select k.id, k.queue, k.lane from sluice.keys k
+    where (k.queue, k.lane) in (select queue, lane from ready)
     order by k.queue, k.lane
-    for update of k
+    for update of k skip locked
+  ),
+  resumed as (
+    update sluice.tasks p
+    set status = 'pending', waiting_on = null, lent_queue = false, lent_key = false, updated_at = v_now
+    from ready r join locked l on l.queue = r.queue and l.lane = r.lane
+    where p.id = r.id and p.status = 'waiting'
+    returning p.queue, p.lane, p.priority
   )
-  update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
-  from locked where k.id = locked.id;
+  update sluice.keys k set head_priority = least(k.head_priority, r.priority)
+  from (select queue, lane, min(priority) as priority from resumed group by queue, lane) r
+  where k.queue = r.queue and k.lane = r.lane;
 
   -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for. If
   -- one of them needed its hint lowered, the window does not move on (the next pass looks at

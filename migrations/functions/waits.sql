@@ -26,13 +26,19 @@ $$;
 -- Under the claim's lock, so that what is lent and counted cannot change meanwhile. Answers:
 --   {"status": "waiting", "waiting_on": [...], "lent_queue": b, "lent_key": b}
 --   {"error": "lease_lost"}                          the lease is not held (expired, ended)
+--   {"error": "cancelled"}                           a cancel was asked for: end the lease instead
 --   {"error": "not_children", "ids": [...]}          ids that are not this task's children
 --   {"error": "recursive_wait_deadlock", "level": "queue"|"key", "queue", "key", "limit",
---    "chain": [{"id", "queue", "key"}, ...]}         the wait could never be served: the
---      waiter and the tasks waiting on it hold every slot a child needs, and none of them can
---      end before that child does.
+--    "chain": [{"id", "queue", "key"}, ...]}         the wait could never be served.
 -- A waiter lends its queue slot when a child is on its queue, and its key slot when a child is
 -- on its queue and key, while fewer than the level's limit are lent there.
+--
+-- Never served: waiting tasks that can only go on once others have. A waiting task X depends on
+-- each child it waits for: on a waiting child itself, and on a pending child's way to a slot. A
+-- level (a queue, or a key of a queue) whose limit is all held by waiting tasks that did not lend
+-- it is shut until one of them ends, so a pending child needing it depends on every one of them.
+-- (A level held by a leased task is not: leases end.) The wait is made, and undone if its waiter
+-- now depends on itself: a cycle, whose tasks can never end. The chain named is that cycle.
 create or replace function sluice.lease_wait(p_task bigint, p_lease uuid, p_children bigint[], p_queues jsonb)
 returns jsonb
 language plpgsql volatile as $$
@@ -43,15 +49,20 @@ declare
   v_limit integer;
   v_lend_queue boolean;
   v_lend_key boolean;
-  v_stuck record;
   v_kids jsonb;
+  v_cycle bigint[];
+  v_shut record;
 begin
   perform pg_advisory_xact_lock(7215530002);
+  -- No key update: an insert of a child naming this task (its foreign key) does not wait for it.
   select * into w from sluice.tasks
   where id = p_task and lease_id = p_lease and status = 'leased' and lease_expires_at > clock_timestamp()
-  for update;
+  for no key update;
   if not found then
     return jsonb_build_object('error', 'lease_lost');
+  end if;
+  if w.cancel_requested_at is not null then
+    return jsonb_build_object('error', 'cancelled');
   end if;
 
   if p_children is not null then
@@ -78,58 +89,81 @@ begin
     and exists (select 1 from jsonb_to_recordset(v_kids) as c(id bigint, queue text, lane text) where c.queue = w.queue and c.lane = w.lane)
     and (select count(*) from sluice.tasks t where t.status = 'waiting' and t.lent_key and t.queue = w.queue and t.lane = w.lane) < v_limit;
 
-  -- The chain: the waiter, then each task waiting on the one before (up to 100 deep).
-  -- A child needs a slot at its queue (and key); chain members there that did not lend it hold
-  -- it until the child ends. As many as the limit: the child can never run.
-  with recursive chain(id, queue, lane, parent_id, lent_queue, lent_key, depth) as (
-    select w.id, w.queue, w.lane, w.parent_id, v_lend_queue, v_lend_key, 1
-    union all
-    select p.id, p.queue, p.lane, p.parent_id, p.lent_queue, p.lent_key, c.depth + 1
-    from chain c join sluice.tasks p on p.id = c.parent_id
-    where p.status = 'waiting' and (p.waiting_on is null or c.id = any(p.waiting_on)) and c.depth < 100
-  ),
-  needs as (
-    select distinct 'queue' as level, c.queue, null::text as lane, sluice.queue_limit(c.queue, p_queues) as lim
-    from jsonb_to_recordset(v_kids) as c(id bigint, queue text, lane text)
-    union
-    select distinct 'key', c.queue, c.lane, sluice.lane_limit(c.queue, c.lane, p_queues)
-    from jsonb_to_recordset(v_kids) as c(id bigint, queue text, lane text) where c.lane <> ''
-  )
-  select n.level, n.queue, n.lane, n.lim,
-         (select jsonb_agg(jsonb_build_object('id', ch.id::text, 'queue', ch.queue,
-                                              'key', case when ch.lane = '' then null else substr(ch.lane, 3) end) order by ch.depth)
-          from chain ch) as chain
-  into v_stuck
-  from needs n
-  where n.lim is not null and n.lim <= (
-    select count(*) from chain ch
-    where ch.queue = n.queue
-      and case when n.level = 'queue' then not ch.lent_queue else ch.lane = n.lane and not ch.lent_key end
-  )
-  order by n.level desc, n.queue, n.lane
-  limit 1;
-  if found then
-    return jsonb_build_object('error', 'recursive_wait_deadlock', 'level', v_stuck.level, 'queue', v_stuck.queue,
-                              'key', case when v_stuck.lane is null or v_stuck.lane = '' then null else substr(v_stuck.lane, 3) end,
-                              'limit', v_stuck.lim, 'chain', v_stuck.chain);
-  end if;
+  begin
+    update sluice.tasks
+    set status = 'waiting',
+        last_lease_id = lease_id,
+        lease_id = null,
+        leased_at = null,
+        lease_expires_at = null,
+        -- A resume is not a retry: the attempt is given back, as a release gives it back.
+        attempts = attempts - 1,
+        resumes = resumes + 1,
+        waiting_on = p_children,
+        lent_queue = v_lend_queue,
+        lent_key = v_lend_key,
+        -- It has started: "not started after" no longer applies.
+        expires_at = null,
+        updated_at = now()
+    where id = p_task;
 
-  update sluice.tasks
-  set status = 'waiting',
-      last_lease_id = lease_id,
-      lease_id = null,
-      leased_at = null,
-      lease_expires_at = null,
-      -- A resume is not a retry: the attempt is given back, as a release gives it back.
-      attempts = attempts - 1,
-      resumes = resumes + 1,
-      waiting_on = p_children,
-      lent_queue = v_lend_queue,
-      lent_key = v_lend_key,
-      -- It has started: "not started after" no longer applies.
-      expires_at = null,
-      updated_at = now()
-  where id = p_task;
+    with recursive
+    -- Levels shut: every slot held by a waiting task that did not lend it.
+    shut_queues as (
+      select queue from sluice.tasks where status = 'waiting' and not lent_queue
+      group by queue having count(*) >= coalesce(sluice.queue_limit(queue, p_queues), 2147483647)
+    ),
+    shut_lanes as (
+      select queue, lane from sluice.tasks where status = 'waiting' and not lent_key and lane <> ''
+      group by queue, lane having count(*) >= coalesce(sluice.lane_limit(queue, lane, p_queues), 2147483647)
+    ),
+    -- X depends on Y.
+    depends(x, y) as (
+      select p.id, c.id from sluice.tasks p join sluice.tasks c on c.parent_id = p.id
+      where p.status = 'waiting' and c.status = 'waiting' and (p.waiting_on is null or c.id = any(p.waiting_on))
+      union
+      select p.id, h.id from sluice.tasks p
+      join sluice.tasks c on c.parent_id = p.id and c.status = 'pending' and (p.waiting_on is null or c.id = any(p.waiting_on))
+      join sluice.tasks h on h.status = 'waiting' and h.queue = c.queue
+        and ((not h.lent_queue and c.queue in (select queue from shut_queues))
+             or (not h.lent_key and h.lane = c.lane and (c.queue, c.lane) in (select queue, lane from shut_lanes)))
+      where p.status = 'waiting'
+    ),
+    reach(id, path) as (
+      select d.y, array[p_task, d.y] from depends d where d.x = p_task
+      union all
+      select d.y, r.path || d.y from reach r join depends d on d.x = r.id
+      where r.id <> p_task and not d.y = any(r.path[2:]) and cardinality(r.path) < 100
+    )
+    select path[1:cardinality(path) - 1] into v_cycle from reach where id = p_task order by cardinality(path) limit 1;
+
+    if v_cycle is not null then
+      -- The level to name: the first one a child of the waiter needs that the wait left shut.
+      select l.level, l.queue, l.lane, l.lim into v_shut from (
+        select 'queue' as level, c.queue, null::text as lane, sluice.queue_limit(c.queue, p_queues) as lim,
+               (select count(*) from sluice.tasks h where h.status = 'waiting' and not h.lent_queue and h.queue = c.queue) as held
+        from jsonb_to_recordset(v_kids) as c(id bigint, queue text, lane text)
+        union
+        select 'key', c.queue, c.lane, sluice.lane_limit(c.queue, c.lane, p_queues),
+               (select count(*) from sluice.tasks h where h.status = 'waiting' and not h.lent_key and h.queue = c.queue and h.lane = c.lane)
+        from jsonb_to_recordset(v_kids) as c(id bigint, queue text, lane text) where c.lane <> ''
+      ) l
+      where l.lim is not null and l.held >= l.lim
+      order by l.level desc, l.queue, l.lane
+      limit 1;
+      raise exception using errcode = 'SLW01', message = 'the wait would close a cycle';
+    end if;
+  exception when sqlstate 'SLW01' then
+    -- Undone (local variables keep what they were given).
+    return jsonb_build_object(
+      'error', 'recursive_wait_deadlock', 'level', coalesce(v_shut.level, 'queue'), 'queue', coalesce(v_shut.queue, w.queue),
+      'key', case when v_shut.lane is null or v_shut.lane = '' then null else substr(v_shut.lane, 3) end,
+      'limit', v_shut.lim,
+      'chain', (select jsonb_agg(jsonb_build_object('id', t.id::text, 'queue', t.queue,
+                                                    'key', case when t.lane = '' then null else substr(t.lane, 3) end) order by o.ord)
+                from unnest(v_cycle) with ordinality as o(id, ord) join sluice.tasks t on t.id = o.id));
+  end;
+
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, duration_ms)
   values (p_task, w.attempts, p_lease, w.leased_at, 'waiting', (extract(epoch from now() - w.leased_at) * 1000)::integer)
   on conflict (task_id, lease_id) do nothing;

@@ -8,7 +8,7 @@ import type { FieldIssue } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
-import { HTTP_METHODS, LIMITS, TASK_STATUSES } from '../core/types.ts';
+import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { NewTask } from '../db/tasks.ts';
 import { isReservedHeader } from '../sdk/protocol/headers.ts';
 import { checkTarget } from '../security/targets.ts';
@@ -66,10 +66,7 @@ export const enqueueSchema = z
     concurrency_key: text().max(LIMITS.keyChars).nullable().optional(),
     concurrency_limit: z.number().int().min(1).max(1_000_000).optional(),
     rate_limit: rateSchema.optional(),
-    parent_id: z
-      .string()
-      .regex(/^[1-9][0-9]{0,18}$/, 'must be a task id')
-      .optional(),
+    parent_id: z.string().refine(isTaskId, 'must be a task id').optional(),
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
     delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
     run_at: timestamp.optional(),

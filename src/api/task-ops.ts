@@ -5,16 +5,16 @@
  */
 import { NotFoundError, ValidationError } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
-import type { Task } from '../core/types.ts';
+import { isTaskId, type Task } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { type AttemptRecord, taskAttempts } from '../db/leases.ts';
 import { type DeadFilter, taskCancel, taskGet, taskList, taskRedrive, taskRedriveMatching } from '../db/tasks.ts';
 import type { OpsContext } from './queue-ops.ts';
 import { listQuerySchema } from './schemas.ts';
 
-/** Task ids are positive 64-bit integers; anything else cannot name a task. */
+/** The text as a task id, or `null` when it cannot name a task. */
 export function taskId(text: string): string | null {
-  return /^[1-9]\d{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n ? text : null;
+  return isTaskId(text) ? text : null;
 }
 
 function encodeCursor(id: string): string {
@@ -55,7 +55,10 @@ export async function getTask(db: Db, idText: string): Promise<{ task: Task; att
 export async function cancelTask(ops: OpsContext, idText: string): Promise<Task> {
   const id = taskId(idText);
   if (id === null) throw new NotFoundError(`task ${idText}`);
-  return taskCancel(ops.db, id);
+  const task = await taskCancel(ops.db, id);
+  // A cancelled waiting task frees its slots, and a cancelled child may let its parent resume.
+  ops.poke();
+  return task;
 }
 
 /** A dead task pending again with fresh attempts (409 `not_dead` otherwise); wakes the dispatcher. */

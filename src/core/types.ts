@@ -21,6 +21,11 @@
  *   with its own connection budget, and all claim through the one Postgres claim.
  */
 
+/** Task ids are positive 64-bit integers (Postgres bigint); anything else cannot name a task. */
+export function isTaskId(text: string): boolean {
+  return /^[1-9]\d{0,18}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n;
+}
+
 export const TASK_STATUSES = ['pending', 'leased', 'waiting', 'succeeded', 'dead', 'cancelled', 'expired'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 

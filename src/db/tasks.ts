@@ -92,6 +92,17 @@ class DedupRace extends Error {
 }
 
 async function insertOnce(q: Queryable, input: string, tasks: readonly NewTask[]): Promise<Enqueued[]> {
+  const parents = [...new Set(tasks.flatMap((t) => (t.parentId === null ? [] : [t.parentId])))];
+  if (parents.length > 0) {
+    // A child's parent is a task that has not finished (so never the child itself): a finished
+    // one has nobody left to wait for it.
+    const open = await q.query<{ id: string }>(
+      `select id::text as id from sluice.tasks where id = any($1::bigint[]) and status in ('pending', 'leased', 'waiting')`,
+      [parents],
+    );
+    const missing = parents.filter((p) => !open.some((o) => o.id === p));
+    if (missing.length > 0) throw new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
+  }
   let rows: Array<TaskRow & { ord: number }>;
   try {
     rows = await q.query<TaskRow & { ord: number }>(INSERT, [input]);
@@ -266,7 +277,9 @@ export async function taskCancel(db: Queryable, id: string): Promise<Task> {
          cancel_requested_at = case when t.status = 'leased' then coalesce(t.cancel_requested_at, now()) end,
          updated_at = now()
      from doomed
-     where t.id = doomed.id
+     -- Again here: a row that finished meanwhile (a settle committed while this waited for its
+     -- lock) is read afresh, and stays finished.
+     where t.id = doomed.id and t.status in ('pending', 'leased', 'waiting')
      returning t.*`,
     [id],
   );

@@ -6,6 +6,7 @@ import { type TaskRow, toTask } from './rows.ts';
 export type WaitResult =
   | { kind: 'waiting'; waitingOn: string[]; lentQueue: boolean; lentKey: boolean }
   | { kind: 'lease_lost' }
+  | { kind: 'cancelled' }
   | { kind: 'not_children'; ids: string[] }
   | {
       kind: 'deadlock';
@@ -45,6 +46,8 @@ export async function leaseWait(
       };
     case 'lease_lost':
       return { kind: 'lease_lost' };
+    case 'cancelled':
+      return { kind: 'cancelled' };
     case 'not_children':
       return { kind: 'not_children', ids: (r.ids as number[]).map(String) };
     default:

@@ -171,7 +171,10 @@ async function holdLease<R>(
   const waitFor = async (children?: readonly string[]): Promise<Waiting> => {
     const response = await call('wait', children === undefined ? {} : { children });
     const data = (await response.json().catch(() => ({}))) as { waiting_on?: string[]; code?: string; detail?: string };
-    if (!response.ok) throw new Error(`wait refused: ${response.status} ${data.code ?? ''} ${data.detail ?? ''}`.trim());
+    const refused = `wait refused: ${response.status} ${data.code ?? ''} ${data.detail ?? ''}`.trim();
+    // A wait that could never be served never will be: the task ends dead rather than retrying.
+    if (data.code === 'recursive_wait_deadlock') throw new NonRetriableError(refused);
+    if (!response.ok) throw new Error(refused);
     waited = true;
     done = true;
     clearTimeout(timer);

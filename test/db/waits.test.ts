@@ -5,7 +5,9 @@
  * a waiting parent still holding its queue slot, and cancellation reaching the children.
  */
 import { serve } from '@hono/node-server';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { taskCancel } from '../../src/db/tasks.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { createHandler } from '../../src/sdk/index.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
@@ -99,8 +101,9 @@ describe('waits on children', () => {
     expect(first).toMatchObject({ taskId: parent, status: 200 });
     expect(second.status).toBe(409);
     expect(second.answer.code).toBe('recursive_wait_deadlock');
-    expect(second.answer.detail).toContain(`${second.taskId} (solo) ← ${parent} (solo)`);
-    expect(second.answer.detail).toContain('limit 1');
+    // The parent lent its slot; the child would hold it itself, and its grandchild needs it.
+    expect(second.answer.detail).toContain(`chain ${second.taskId} (solo) → ${second.taskId} (solo)`);
+    expect(second.answer.detail).toContain('queue solo (limit 1)');
   });
 
   it("keep the parent's queue slot while its child runs elsewhere: another task of its queue waits", async () => {
@@ -140,12 +143,46 @@ describe('waits on children', () => {
     await api(`/v1/tasks/${parent}/cancel`, { method: 'POST' });
   });
 
+  it('never turn a task that finished while the cancel waited for it into cancelled', async () => {
+    const [row] = await t.db.query<{ id: string }>(
+      `insert into sluice.tasks (queue, url, status, lease_id, leased_at, lease_expires_at, attempts, max_attempts, backoff, timeout_ms, lease_ms)
+       values ('race', 'http://127.0.0.1:9/x', 'leased', gen_random_uuid(), now(), now() + interval '1 minute', 1, 3, '{}', 1000, 60000)
+       returning id::text as id`,
+    );
+    const id = row!.id;
+    // A settle holds the row, then commits `succeeded` while the cancel waits for it.
+    const settle = new pg.Client(t.url);
+    await settle.connect();
+    try {
+      await settle.query('begin');
+      await settle.query(
+        `update sluice.tasks set status = 'succeeded', finished_at = now(), lease_id = null, leased_at = null, lease_expires_at = null where id = $1`,
+        [id],
+      );
+      const cancelling = taskCancel(t.db, id).then(
+        () => 'cancelled',
+        (e: { code?: string }) => e.code,
+      );
+      await expect
+        .poll(async () => (await t.db.query(`select 1 from pg_locks where not granted and locktype = 'transactionid'`)).length)
+        .toBe(1);
+      await settle.query('commit');
+      expect(await cancelling).toBe('already_finished');
+    } finally {
+      await settle.end();
+    }
+    const [after] = await t.db.query<{ status: string }>('select status from sluice.tasks where id = $1', [id]);
+    expect(after!.status).toBe('succeeded');
+  });
+
   it('refuse bad waits and parents by name', async () => {
     const orphan = await api('/v1/tasks', { method: 'POST', body: { url: `${endpoint.url}/x`, parent_id: '999999' } });
     expect(orphan.status).toBe(400);
     expect(JSON.stringify(orphan.json)).toContain('parent_id');
-    const badId = await api('/v1/tasks', { method: 'POST', body: { url: `${endpoint.url}/x`, parent_id: 'abc' } });
-    expect(badId.status).toBe(400);
+    for (const parent_id of ['abc', '9999999999999999999', '0']) {
+      const bad = await api('/v1/tasks', { method: 'POST', body: { url: `${endpoint.url}/x`, parent_id } });
+      expect(bad.status).toBe(400);
+    }
   });
 
   it('work from the SDK: ctx.waitFor in lease mode, and push.resume on the push after', async () => {
@@ -173,5 +210,48 @@ describe('waits on children', () => {
     } finally {
       await new Promise((r) => server.close(r));
     }
+  });
+});
+
+describe('waits that together would never end', () => {
+  let other: NodeSluice;
+  beforeAll(async () => {
+    other = await startNodeSluice({
+      env: testEnv(secrets, t.url, {
+        SLUICE_QUEUES: JSON.stringify({ duo: { concurrency: 2 }, a: { concurrency: 1 }, b: { concurrency: 1 } }),
+      }),
+      maxSleepMs: 3_600_000,
+    });
+    // The first file's server shares the database: only this one dispatches from here on.
+    await sluice.close();
+    sluice = other;
+  });
+
+  async function allFinished(ids: string[]): Promise<string[]> {
+    const statuses = async () => Promise.all(ids.map(async (id) => (await api(`/v1/tasks/${id}`)).json.status as string));
+    await expect.poll(async () => (await statuses()).every((s) => s === 'succeeded'), { timeout: 20_000 }).toBe(true);
+    return statuses();
+  }
+
+  it('a fan-out past what a queue can lend: the wait that would shut the queue is refused, and everything ends', async () => {
+    // Children come due later, so all four parents run (two at a time) and wait first.
+    const parents: string[] = [];
+    for (let i = 0; i < 4; i++) parents.push(await enqueue({ queue: 'duo', body: { family: { children: [{ queue: 'duo', delay_ms: 300 }] } } }));
+    await allFinished(parents);
+    const refused = waits.filter((w) => w.status !== 200);
+    expect(refused.every((w) => w.answer.code === 'recursive_wait_deadlock')).toBe(true);
+    const children = await t.db.query<{ status: string }>(`select status from sluice.tasks where parent_id is not null`);
+    expect(children.map((c) => c.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+  });
+
+  it('two queues waiting on each other: the wait that closes the cycle is refused, naming it', async () => {
+    const pa = await enqueue({ queue: 'a', body: { family: { children: [{ queue: 'b', delay_ms: 200 }] } } });
+    await expect.poll(async () => (await api(`/v1/tasks/${pa}`)).json.status).toBe('waiting');
+    const pb = await enqueue({ queue: 'b', body: { family: { children: [{ queue: 'a' }] } } });
+    await allFinished([pa, pb]);
+    const refused = waits.find((w) => w.taskId === pb)!;
+    expect(refused.status).toBe(409);
+    expect(refused.answer.code).toBe('recursive_wait_deadlock');
+    expect(refused.answer.detail).toContain(`chain ${pb} (b) → ${pa} (a) → ${pb} (b)`);
   });
 });

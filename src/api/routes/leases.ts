@@ -12,7 +12,7 @@ import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, Val
 import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
 import { storable, textProblem } from '../../core/text.ts';
-import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
+import { isTaskId, LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
 import { leaseSettleMany } from '../../db/settle.ts';
@@ -55,11 +55,7 @@ const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.ma
 const waitSchema = z
   .object({
     /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */
-    children: z
-      .array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be a task id'))
-      .min(1)
-      .max(1_000)
-      .optional(),
+    children: z.array(z.string().refine(isTaskId, 'must be a task id')).min(1).max(1_000).optional(),
   })
   .strict();
 
@@ -132,13 +128,16 @@ leases.post('/:lease/wait', async (c) => {
       throw new ValidationError([
         { path: 'children', message: `names tasks that are not children of task ${taskId}: ${result.ids.join(', ')}` },
       ]);
+    case 'cancelled':
+      throw new ConflictError(409, 'cancelled', `task ${taskId} was cancelled: end the lease (fail) instead of waiting`);
     case 'deadlock': {
-      const chain = result.chain.map((t) => `${t.id} (${t.queue}${t.key === null ? '' : `/${t.key}`})`).join(' ← ');
+      // The waiter, then each task it would wait on through a shut level or a waiting child, back to it.
+      const chain = [...result.chain, result.chain[0]!].map((t) => `${t.id} (${t.queue}${t.key === null ? '' : `/${t.key}`})`).join(' → ');
       const level = result.level === 'queue' ? `queue ${result.queue}` : `key ${result.key} of queue ${result.queue}`;
       throw new ConflictError(
         409,
         'recursive_wait_deadlock',
-        `a child needs a slot of ${level} (limit ${result.limit}), and the chain of waiting tasks ${chain} would hold all of them until that child ends: raise the limit, or put the child on another queue`,
+        `waiting would never end: a child needs a slot of ${level} (limit ${result.limit}), all held by waiting tasks, and the chain ${chain} would each wait on the next: raise the limit, or put the child on another queue`,
       );
     }
   }
