@@ -26,7 +26,7 @@ export const COUNTED = {
   held_back: {
     name: 'sluice_held_back_total',
     type: 'counter',
-    help: 'Claim passes that found tasks due in a queue and could lease none of them, by what stopped them (cluster, queue, key, paused).',
+    help: 'Claim passes that found tasks due in a queue and could lease none of them, by what stopped them: cluster, queue (its concurrency), rate (its rate), key (every due key at its concurrency or rate), paused.',
     label: 'limit',
     perQueue: true,
   },

@@ -25,19 +25,28 @@ export async function countersAdd(db: Queryable, rows: readonly CounterRow[]): P
   );
 }
 
-/** Counts tasks per queue and status into `sluice.task_counts` (queues and statuses gone drop out). */
-export async function taskCountsRefresh(db: Queryable): Promise<void> {
+/**
+ * Counts tasks per queue and status into `sluice.task_counts` (queues and statuses gone drop
+ * out). One dispatcher at a time, and not again within `freshMs` of the last count, however many
+ * dispatchers run: the count reads the whole table.
+ */
+export async function taskCountsRefresh(db: Queryable, freshMs = 10_000): Promise<void> {
   await db.query(
-    `with fresh as (
-       select queue, status, count(*) as n from sluice.tasks group by queue, status
+    `with go as materialized (
+       select pg_try_advisory_xact_lock(7215530003)
+              and coalesce((select max(counted_at) from sluice.task_counts), '-infinity') < now() - make_interval(secs => $1 / 1000.0) as yes
+     ),
+     fresh as (
+       select queue, status, count(*) as n from sluice.tasks where (select yes from go) group by queue, status
      ),
      gone as (
        delete from sluice.task_counts c
-       where not exists (select 1 from fresh f where f.queue = c.queue and f.status = c.status)
+       where (select yes from go) and not exists (select 1 from fresh f where f.queue = c.queue and f.status = c.status)
      )
      insert into sluice.task_counts as c (queue, status, n, counted_at)
      select queue, status, n, clock_timestamp() from fresh order by queue, status
      on conflict (queue, status) do update set n = excluded.n, counted_at = excluded.counted_at`,
+    [freshMs],
   );
 }
 

@@ -129,8 +129,15 @@ export async function startNodeSluice(options: {
   loop?.start();
   // Off the dispatch path: retention once a minute (the Worker's cron does the same), counts
   // for /metrics every 15 s (the cron's minute on the Worker), and counters a long run holds.
-  const countTasks = () =>
-    void withDbRetry(() => taskCountsRefresh(dispatchDb)).catch((e) => console.error('sluice: counting tasks failed', e));
+  // One count at a time: a slow one (a large table) is not joined by the next.
+  let counting: Promise<void> | null = null;
+  const countTasks = () => {
+    counting ??= withDbRetry(() => taskCountsRefresh(dispatchDb))
+      .catch((e) => console.error('sluice: counting tasks failed', e))
+      .finally(() => {
+        counting = null;
+      });
+  };
   const timers = loop
     ? [
         setInterval(() => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000),

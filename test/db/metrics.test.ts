@@ -192,7 +192,7 @@ describe('GET /metrics', () => {
     );
     await t.db.query('analyze sluice.tasks');
     // The dispatcher counts (here at once; on its own every 15 s).
-    await taskCountsRefresh(t.db);
+    await taskCountsRefresh(t.db, 0);
     // What a scrape reads, on one connection whose statistics are flushed before they are read.
     const client = new pg.Client(t.url);
     await client.connect();

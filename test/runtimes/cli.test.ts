@@ -286,7 +286,7 @@ describe('sluice against the Node server', () => {
     it('status counts succeeded tasks as a dispatcher last counted them, for a key that may read /metrics', async () => {
       const ids = await Promise.all([1, 2].map(() => enqueue(as.writer, { queue: 'doneq', url: `${endpoint.url}/ok` })));
       await until(async () => (await Promise.all(ids.map(taskRow))).every((r) => r?.status === 'succeeded'), 'the tasks to succeed');
-      await taskCountsRefresh(t.db);
+      await taskCountsRefresh(t.db, 0);
       const all = await json<{ queues: Array<{ name: string; counts: object }>; succeeded_counted_at: string }>(
         sluice(as.admin, ['status', '--json']),
       );
@@ -453,6 +453,84 @@ describe('sluice against the Node server', () => {
       expect(events.at(-1)).toMatchObject({ event: 'finished', task: { id, status: 'succeeded' } });
       expect(await taskRow(id)).toMatchObject({ status: 'succeeded', attempts: 2 });
       expect(tail.stderr()).toBe('');
+    });
+
+    it('reports a task whose enqueue commits after a newer task was seen, once', async () => {
+      const before = await enqueue(as.writer, { queue: 'lateq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      const tail = startTail(as.reader, ['--queue', 'lateq', '--interval', '100', '--lines', '1', '--json']);
+      await tail.waitFor((l) => JSON.parse(l).task.id === before, 'the task before');
+      // An enqueue that takes its id now and commits later, as a slow transaction does.
+      let commit!: () => void;
+      const held = new Promise<void>((resolve) => {
+        commit = resolve;
+      });
+      let took!: (id: string) => void;
+      const lateId = new Promise<string>((resolve) => {
+        took = resolve;
+      });
+      const transaction = t.db.transaction(async (tx) => {
+        const [inserted] = await tx.query<{ id: string }>(
+          `insert into sluice.tasks (queue, url, max_attempts, backoff, timeout_ms, lease_ms, run_at)
+           values ('lateq', 'https://example.com', 1, '{}', 1000, 2000, now() + interval '1 hour') returning id::text`,
+        );
+        took(inserted!.id);
+        await held;
+      });
+      try {
+        const late = await lateId;
+        const newer = await enqueue(as.writer, { queue: 'lateq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+        expect(BigInt(newer)).toBeGreaterThan(BigInt(late));
+        await tail.waitFor((l) => JSON.parse(l).task.id === newer, 'the newer task');
+        commit();
+        await transaction;
+        await tail.waitFor((l) => JSON.parse(l).task.id === late, 'the task committed late');
+        // A later poll, which re-reads both within its look-back, reports neither again.
+        const last = await enqueue(as.writer, { queue: 'lateq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+        await tail.waitFor((l) => JSON.parse(l).task.id === last, 'the last task');
+        expect(await tail.interrupt()).toBe(0);
+        const events = tail.lines().map((l) => JSON.parse(l) as { event: string; task: { id: string } });
+        expect(events.map((e) => [e.event, e.task.id])).toEqual([
+          ['recent', before],
+          ['new', newer],
+          ['new', late],
+          ['new', last],
+        ]);
+      } finally {
+        commit();
+        await transaction;
+      }
+    });
+
+    it('after an empty first poll, reports each task as new, those that arrive finished too (--lines 0)', async () => {
+      // Sluice behind a relay that counts the listings it passes on: the test knows when tail first polled.
+      const relay = await startEndpoint();
+      let listings = 0;
+      relay.reply(async (request) => {
+        const answer = await fetch(`${server.url}${request.path}`, { headers: { authorization: `${request.headers.authorization}` } });
+        const body = await answer.text();
+        if (request.path.startsWith('/v1/tasks?')) listings++;
+        return { status: answer.status, headers: { 'content-type': 'application/json' }, body };
+      });
+      try {
+        const target: Target = { url: relay.url, env: { SLUICE_URL: relay.url, SLUICE_API_KEY: secrets.readKey } };
+        const tail = startTail(target, ['--queue', 'emptyq', '--interval', '100', '--lines', '0', '--json']);
+        await until(async () => listings >= 1, 'the first poll');
+        // Three tasks that finished before any poll saw them, committed together.
+        const ids = (
+          await t.db.query<{ id: string }>(
+            `insert into sluice.tasks (queue, url, status, finished_at, max_attempts, backoff, timeout_ms, lease_ms)
+             select 'emptyq', 'https://example.com', 'succeeded', now(), 1, '{}', 1000, 2000 from generate_series(1, 3) returning id::text`,
+          )
+        )
+          .map((r) => r.id)
+          .sort((a, b) => Number(BigInt(a) - BigInt(b)));
+        await tail.waitFor((l) => JSON.parse(l).event === 'finished' && JSON.parse(l).task.id === ids[2], 'the last finish');
+        expect(await tail.interrupt()).toBe(0);
+        const events = tail.lines().map((l) => JSON.parse(l) as { event: string; task: { id: string } });
+        expect(events.map((e) => [e.event, e.task.id])).toEqual(ids.flatMap((id) => [['new', id], ['finished', id]]));
+      } finally {
+        await relay.close();
+      }
     });
   });
 
