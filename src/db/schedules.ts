@@ -76,13 +76,33 @@ function toSchedule(row: ScheduleRow): Schedule {
   };
 }
 
+/**
+ * Overlap `queue` runs the firings one at a time on their key, `schedule:<name>`, limit 1. The
+ * 1 is written as the key's run-time override (sluice.key_limits), which wins over the limit a
+ * task gives: otherwise whoever enqueued onto that key first, with any concurrency_limit, would
+ * set its limit for good (the first task's limit sticks). Refusing `schedule:` keys at enqueue
+ * instead would not cover a key a queue's key_from derives from a body, and would refuse keys
+ * callers use today. Creating the schedule sets the override to 1; each firing writes it again
+ * if it is missing (an admin removed it), and leaves an admin's own value alone.
+ */
+const KEY_OVERRIDE_INSERT = `insert into sluice.key_limits (queue, concurrency_key, "limit")`;
+
 /** Creates a schedule; a taken name is a conflict (409 `schedule_exists`). */
 export async function scheduleInsert(db: Queryable, s: NewSchedule): Promise<Schedule> {
   try {
     const [row] = await db.query<ScheduleRow>(
-      `insert into sluice.schedules (name, cron, timezone, overlap, template, paused, next_fire_at)
-       values ($1, $2, $3, $4, $5::jsonb, $6::timestamptz is null, $6)
-       returning *`,
+      `with created as (
+         insert into sluice.schedules (name, cron, timezone, overlap, template, paused, next_fire_at)
+         values ($1, $2, $3, $4, $5::jsonb, $6::timestamptz is null, $6)
+         returning *
+       ),
+       guarded as (
+         ${KEY_OVERRIDE_INSERT}
+         select c.template->>'queue', c.template->>'concurrency_key', 1 from created c
+         where c.overlap = 'queue' and c.template->>'concurrency_key' is not null
+         on conflict (queue, concurrency_key) do update set "limit" = 1, updated_at = now()
+       )
+       select * from created`,
       [s.name, s.cron, s.timezone, s.overlap, JSON.stringify(s.template), s.nextFireAt],
     );
     return toSchedule(row!);
@@ -178,10 +198,11 @@ export async function schedulesDue(db: Queryable, options: { now?: Date | undefi
 // the task inserted with an id of its own, and the row moved on to the next slot. With overlap
 // `skip`, an unfinished task of the previous firing makes the slot a skip instead. The row is
 // updated from what the insert returned: a slot whose task exists already (a schedule of the
-// same name, deleted and made again, fired it) is passed over without counting as fired.
+// same name, deleted and made again, fired it) is passed over without counting as fired. With
+// overlap `queue`, the key's override of 1 is written again if it is missing (KEY_OVERRIDE_INSERT).
 const FIRE = `
 with s as (
-  select s.name, s.template, $3::timestamptz as slot, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id,
+  select s.name, s.template, s.overlap, $3::timestamptz as slot, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id,
          s.overlap <> 'skip' or not exists (
            select 1 from sluice.tasks t
            where t.id = s.last_task_id and t.status not in ('succeeded', 'dead', 'cancelled', 'expired')
@@ -203,7 +224,13 @@ inserted as (
       max_attempts integer, backoff jsonb, timeout_ms integer, lease_ms integer)
   where s.fires
   on conflict (schedule, schedule_slot) where schedule is not null do nothing
-  returning id, run_at
+  returning id, run_at, queue, concurrency_key
+),
+guarded as (
+  ${KEY_OVERRIDE_INSERT}
+  select i.queue, i.concurrency_key, 1 from inserted i, s
+  where s.overlap = 'queue' and i.concurrency_key is not null
+  on conflict (queue, concurrency_key) do nothing
 ),
 advanced as (
   update sluice.schedules x

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { nextSlot, parseCron } from '../../src/core/schedule.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
+import { keyLimitDelete, keyLimitPut } from '../../src/db/queues.ts';
 import { type NewSchedule, scheduleGet, scheduleInsert, toTemplate } from '../../src/db/schedules.ts';
 import { fireDueSchedules } from '../../src/dispatcher/fire-schedules.ts';
 import { DispatchLoop } from '../../src/dispatcher/loop.ts';
@@ -48,7 +49,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.schedules cascade');
+  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits, sluice.schedules cascade');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });
@@ -421,6 +422,33 @@ describe('overlap policies, when the previous firing is unfinished', () => {
   it('queue: the API gives the template a key of the schedule, limit 1', async () => {
     const created = await call('POST', '/v1/schedules', schedule({ name: 'serial', overlap: 'queue' }));
     expect(created.json.task).toMatchObject({ concurrency_key: 'schedule:serial', concurrency_limit: 1 });
+  });
+
+  it('queue: one at a time though a caller gave the key a larger limit first (an override of 1 wins)', async () => {
+    // Enqueued onto the schedule's key before the schedule exists: the first task's limit sticks.
+    const seeded = await call('POST', '/v1/tasks', {
+      url: `${endpoint.url}/x`,
+      concurrency_key: 'schedule:nightly',
+      concurrency_limit: 10,
+    });
+    expect(seeded.status).toBe(201);
+    const created = await call('POST', '/v1/schedules', schedule({ name: 'nightly', overlap: 'queue' }));
+    const first = new Date(created.json.next_fire_at);
+    const slot = (n: number) => new Date(first.getTime() + n * 5 * 60_000);
+    const override = async () =>
+      (await t.db.query<{ limit: number }>(`select "limit" from sluice.key_limits where concurrency_key = 'schedule:nightly'`))[0]?.limit;
+    await fireDueSchedules(t.db, { now: slot(0) });
+    await fireDueSchedules(t.db, { now: slot(1) });
+    const claimed = await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(slot(1).getTime() + 1_000) });
+    expect(claimed).toHaveLength(1);
+    expect(await override()).toBe(1);
+    // An admin who removes the override gets it back at the next firing; one who sets another keeps it.
+    await keyLimitDelete(t.db, 'default', 'schedule:nightly');
+    await fireDueSchedules(t.db, { now: slot(2) });
+    expect(await override()).toBe(1);
+    await keyLimitPut(t.db, 'default', 'schedule:nightly', 2);
+    await fireDueSchedules(t.db, { now: slot(3) });
+    expect(await override()).toBe(2);
   });
 
   it('queue: enqueues every slot, run one at a time in slot order (a key of their own, limit 1)', async () => {
