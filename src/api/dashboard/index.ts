@@ -194,9 +194,10 @@ dashboard.get('/waiting', async (c) => {
 });
 
 function actionOf(c: Ctx) {
-  const action = ACTIONS[c.req.param('action') ?? ''];
-  if (!action) throw new NotFoundError(`a dashboard action ${c.req.param('action')}`);
-  return action;
+  const name = c.req.param('action') ?? '';
+  // Own names only: `constructor`, `__proto__` and `toString` are found on every object.
+  if (!Object.hasOwn(ACTIONS, name)) throw new NotFoundError(`a dashboard action ${name}`);
+  return ACTIONS[name]!;
 }
 
 dashboard.get('/confirm/:action', (c) => {

@@ -1,0 +1,66 @@
+/**
+ * The dashboard over real HTTP, on the Node server and a real Postgres, without a browser: what
+ * crafted links and form values get, and what a reverse proxy in front of it changes.
+ * test/worker/dashboard.test.ts drives a real browser through the everyday paths.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
+import { generateApiKey } from '../../src/security/api-keys.ts';
+import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+
+const admin = await generateApiKey('ops', ['admin']);
+let t: TestDatabase;
+let secrets: TestSecrets;
+/** The API only: nothing is pushed unless a test leases a task itself. */
+let node: NodeSluice;
+let session: string;
+
+beforeAll(async () => {
+  [t, secrets] = await Promise.all([createTestDatabase(), makeSecrets()]);
+  node = await startNodeSluice({ env: env(), dispatch: false });
+  session = await login(node.url);
+});
+afterAll(async () => {
+  await node?.close();
+  await t?.drop();
+});
+beforeEach(async () => {
+  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits cascade');
+});
+
+function env(extra: Record<string, string> = {}): Record<string, string> {
+  return testEnv(secrets, t.url, { SLUICE_API_KEYS: JSON.stringify([...JSON.parse(secrets.apiKeysJson), admin.entry]), ...extra });
+}
+
+const form = (fields: Record<string, string>) => ({
+  method: 'POST',
+  redirect: 'manual' as const,
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(fields).toString(),
+});
+
+/** Signs in with the admin key, as the login form does from `origin`; the session cookie. */
+async function login(base: string, origin = base): Promise<string> {
+  const res = await fetch(`${base}/dashboard/login`, { ...form({ key: admin.key }), headers: { ...form({}).headers, origin } });
+  expect(res.status).toBe(303);
+  return /^(sluice_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')![1]!;
+}
+
+/** A signed-in GET. */
+const page = (path: string, base = node.url) => fetch(`${base}${path}`, { redirect: 'manual', headers: { cookie: session } });
+
+/** A signed-in POST of a form from this host's page. */
+const post = (path: string, fields: Record<string, string>, base = node.url, origin = base) =>
+  fetch(`${base}${path}`, { ...form(fields), headers: { ...form({}).headers, cookie: session, origin } });
+
+describe('crafted links and form values', () => {
+  it('an action name an object inherits (constructor, __proto__, toString) is not found: 404, not 500', async () => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'nope']) {
+      const shown = await page(`/dashboard/confirm/${name}`);
+      expect(shown.status, name).toBe(404);
+      expect(await shown.text()).toContain(`a dashboard action ${name} was not found`);
+      expect((await post(`/dashboard/actions/${name}`, { queue: 'a' })).status, name).toBe(404);
+    }
+  });
+});
