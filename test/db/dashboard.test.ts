@@ -63,4 +63,23 @@ describe('crafted links and form values', () => {
       expect((await post(`/dashboard/actions/${name}`, { queue: 'a' })).status, name).toBe(404);
     }
   });
+
+  it('a sign-in `next` with a control character (CR, LF, NUL) goes to /dashboard instead: 303, not 500', async () => {
+    for (const next of ['/dashboard/x\r\nSet-Cookie: a=b', '/dashboard/tasks\n', '/dashboard/tasks?x=\0', '/dashboard/t\u0085x']) {
+      const res = await fetch(`${node.url}/dashboard/login`, {
+        ...form({ key: admin.key, next }),
+        headers: { ...form({}).headers, origin: node.url },
+      });
+      expect(res.status, JSON.stringify(next)).toBe(303);
+      expect(res.headers.get('location')).toBe('/dashboard');
+      const shown = await fetch(`${node.url}/dashboard/login?${new URLSearchParams({ next })}`);
+      expect(await shown.text()).toContain('name="next" value="/dashboard"');
+    }
+    // A plain dashboard path still goes through.
+    const res = await fetch(`${node.url}/dashboard/login`, {
+      ...form({ key: admin.key, next: '/dashboard/tasks?status=dead' }),
+      headers: { ...form({}).headers, origin: node.url },
+    });
+    expect(res.headers.get('location')).toBe('/dashboard/tasks?status=dead');
+  });
 });

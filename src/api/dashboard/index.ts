@@ -74,9 +74,12 @@ function render(c: Ctx, options: PageOptions, body: Parameters<typeof page>[1], 
   return c.html(page({ ...options, keyName: c.var.admin, notice }, body), status);
 }
 
-/** Where to go after logging in: a dashboard path of this host, nothing else. */
+/**
+ * Where to go after logging in: a dashboard path of this host, nothing else. Printable ASCII
+ * without a backslash: no control character (CR, LF, NUL) can reach the Location header.
+ */
 function nextPath(text: string | null | undefined): string {
-  return text && /^\/dashboard(?:[/?][^\\]*)?$/.test(text) && !text.startsWith('/dashboard//') ? text : '/dashboard';
+  return text && /^\/dashboard(?:[/?][\x20-\x5b\x5d-\x7e]*)?$/.test(text) && !text.startsWith('/dashboard//') ? text : '/dashboard';
 }
 
 dashboard.get('/login', (c) => render(c, { title: 'Sign in' }, loginView(nextPath(c.req.query('next')), null)));
