@@ -456,10 +456,13 @@ describe('sluice against the Node server', () => {
     });
 
     it('reports a task whose enqueue commits after a newer task was seen, once', async () => {
+      // Two tasks before tail starts: the older one is neither shown (--lines 1) nor, later, new.
+      await enqueue(as.writer, { queue: 'lateq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
       const before = await enqueue(as.writer, { queue: 'lateq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
       const tail = startTail(as.reader, ['--queue', 'lateq', '--interval', '100', '--lines', '1', '--json']);
       await tail.waitFor((l) => JSON.parse(l).task.id === before, 'the task before');
-      // An enqueue that takes its id now and commits later, as a slow transaction does.
+      // An enqueue that takes its id now and commits later, as a slow transaction does (in a lane
+      // of its own: an enqueue holds its lane's row until it commits).
       let commit!: () => void;
       const held = new Promise<void>((resolve) => {
         commit = resolve;
@@ -470,8 +473,8 @@ describe('sluice against the Node server', () => {
       });
       const transaction = t.db.transaction(async (tx) => {
         const [inserted] = await tx.query<{ id: string }>(
-          `insert into sluice.tasks (queue, url, max_attempts, backoff, timeout_ms, lease_ms, run_at)
-           values ('lateq', 'https://example.com', 1, '{}', 1000, 2000, now() + interval '1 hour') returning id::text`,
+          `insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms, run_at)
+           values ('lateq', 'https://example.com', 'slow', 1, '{}', 1000, 2000, now() + interval '1 hour') returning id::text`,
         );
         took(inserted!.id);
         await held;
@@ -527,7 +530,12 @@ describe('sluice against the Node server', () => {
         await tail.waitFor((l) => JSON.parse(l).event === 'finished' && JSON.parse(l).task.id === ids[2], 'the last finish');
         expect(await tail.interrupt()).toBe(0);
         const events = tail.lines().map((l) => JSON.parse(l) as { event: string; task: { id: string } });
-        expect(events.map((e) => [e.event, e.task.id])).toEqual(ids.flatMap((id) => [['new', id], ['finished', id]]));
+        expect(events.map((e) => [e.event, e.task.id])).toEqual(
+          ids.flatMap((id) => [
+            ['new', id],
+            ['finished', id],
+          ]),
+        );
       } finally {
         await relay.close();
       }

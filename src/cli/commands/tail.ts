@@ -16,6 +16,18 @@ import { short, time } from '../output.ts';
 const MAX_FOLLOWED = 1_000;
 /** Followed tasks older than the pages just read, re-read one by one per poll. */
 const MAX_SINGLE_READS = 50;
+/**
+ * Ids come from a sequence but enqueues commit in any order: task 100 may appear after 101 was
+ * seen. Each poll re-reads ids that were not yet the newest seen this long ago (by tail's own
+ * clock, so the server's does not matter), and reports any it has not reported.
+ */
+const LOOK_BACK_MS = 5_000;
+/** Rows already seen that one poll re-reads at most, so a busy Sluice costs a few pages. */
+const MAX_LOOK_BACK_ROWS = 1_000;
+/** The first poll reads this many (or --lines): the ones not shown are known, not new. */
+const FIRST_PAGE = 100;
+/** Ids remembered as reported, at most: many times what one poll re-reads. */
+const MAX_SEEN = 10 * MAX_LOOK_BACK_ROWS;
 const FINISHED: ReadonlySet<TaskStatus> = new Set(['succeeded', 'dead', 'cancelled', 'expired']);
 
 type Event = 'recent' | 'new' | 'changed' | 'finished';
@@ -45,8 +57,10 @@ export const tail: Command = {
     'for the tasks enqueued since the newest one it has seen, and re-reads the unfinished tasks it',
     'follows: from the same pages, or with GET /v1/tasks/ID each for older ones (at most',
     `${MAX_SINGLE_READS} per poll). It follows at most ${MAX_FOLLOWED} unfinished tasks, the newest. A change between`,
-    'two polls is seen as one (a quick retry shows as a new attempt count). If Sluice stops answering',
-    'after the first poll, tail says so on stderr and keeps trying; Ctrl-C ends it with exit code 0.',
+    'two polls is seen as one (a quick retry shows as a new attempt count). Enqueues may commit out of',
+    `order (task 100 after 101), so each poll also re-reads the ids of the last ${LOOK_BACK_MS / 1_000} s (at most`,
+    `${MAX_LOOK_BACK_ROWS} tasks already seen) and reports any it has not. If Sluice stops answering after the`,
+    'first poll, tail says so on stderr and keeps trying; Ctrl-C ends it with exit code 0.',
     '',
     "Each line: the time of the event (the task's created or updated time), the event (recent, new,",
     'changed, finished), id, queue, key, status, attempts and the last error. With --json, one object',
@@ -71,8 +85,16 @@ interface TailOptions {
 class Tail {
   readonly #c: Context;
   readonly #o: TailOptions;
-  /** The newest task id seen; `null` before the first poll. */
-  #newest: bigint | null = null;
+  /** Set by the first poll, even one that finds nothing: what comes after it is new. */
+  #started = false;
+  /** The newest task id seen. */
+  #newest = 0n;
+  /** Ids at or below it are never new: older than tail's start, or than the look-back. */
+  #floor = 0n;
+  /** The newest id after each recent poll, and when: it becomes the floor LOOK_BACK_MS later. */
+  readonly #marks: Array<{ at: number; newest: bigint }> = [];
+  /** Ids above the floor already reported (or known at the start), so that none shows twice. */
+  readonly #seen = new Set<string>();
   readonly #followed = new Map<string, Followed>();
 
   constructor(context: Context, options: TailOptions) {
@@ -103,21 +125,14 @@ class Tail {
   }
 
   async #poll(): Promise<void> {
-    const first = this.#newest === null;
-    const rows: TaskView[] = [];
-    let cursor: string | null = null;
-    // Newest first, until a page reaches the newest task already seen (the first poll: one page).
-    do {
-      const limit = first ? Math.max(this.#o.lines, 1) : rows.length === 0 ? 100 : 500;
-      const page: TaskList = await this.#c.api.get<TaskList>(`/v1/tasks?${this.#query(limit, cursor)}`);
-      rows.push(...page.tasks);
-      cursor = page.next_cursor;
-    } while (!first && cursor !== null && BigInt(rows.at(-1)!.id) > this.#newest!);
-
-    const newest = this.#newest;
-    const fresh = rows.filter((t) => newest === null || BigInt(t.id) > newest).reverse();
-    for (const t of first ? fresh.slice(fresh.length - this.#o.lines) : fresh) this.#arrived(t, first ? 'recent' : 'new');
-    if (rows.length) this.#newest = BigInt(rows[0]!.id) > (newest ?? 0n) ? BigInt(rows[0]!.id) : newest;
+    const rows = this.#started ? await this.#readSince(this.#moveFloor()) : await this.#readStart();
+    for (const t of rows.filter((t) => BigInt(t.id) > this.#floor && !this.#seen.has(t.id)).reverse()) {
+      this.#seen.add(t.id);
+      this.#arrived(t, this.#started ? 'new' : 'recent');
+    }
+    if (rows.length && BigInt(rows[0]!.id) > this.#newest) this.#newest = BigInt(rows[0]!.id);
+    this.#started = true;
+    this.#marks.push({ at: performance.now(), newest: this.#newest });
 
     // Followed tasks within the pages just read are compared from them; older ones are read one by one.
     const oldest = rows.length ? BigInt(rows.at(-1)!.id) : null;
@@ -141,12 +156,51 @@ class Tail {
     }
   }
 
-  #query(limit: number, cursor: string | null): URLSearchParams {
+  /** The first poll: one page, whose newest --lines show as recent; the others are known, not new. */
+  async #readStart(): Promise<TaskView[]> {
+    const page = await this.#list(Math.max(this.#o.lines, FIRST_PAGE), null);
+    for (const t of page.tasks.slice(this.#o.lines)) this.#seen.add(t.id);
+    // Tasks older than the page were there before tail: not new when a later page shows them.
+    if (page.next_cursor !== null) this.#floor = BigInt(page.tasks.at(-1)!.id) - 1n;
+    return page.tasks;
+  }
+
+  /** Newest first, down to the floor or to MAX_LOOK_BACK_ROWS rows already seen, whichever comes first. */
+  async #readSince(floor: bigint): Promise<TaskView[]> {
+    const rows: TaskView[] = [];
+    let cursor: string | null = null;
+    let lookedBack = 0;
+    do {
+      const page = await this.#list(rows.length === 0 ? 100 : 500, cursor);
+      rows.push(...page.tasks);
+      lookedBack += page.tasks.filter((t) => BigInt(t.id) <= this.#newest).length;
+      cursor = page.next_cursor;
+    } while (cursor !== null && BigInt(rows.at(-1)!.id) > floor && lookedBack < MAX_LOOK_BACK_ROWS);
+    return rows;
+  }
+
+  /** Raises the floor to the newest id seen LOOK_BACK_MS ago, and forgets the ids it passed. */
+  #moveFloor(): bigint {
+    const now = performance.now();
+    while (this.#marks.length > 0 && now - this.#marks[0]!.at >= LOOK_BACK_MS) {
+      const { newest } = this.#marks.shift()!;
+      if (newest > this.#floor) this.#floor = newest;
+    }
+    for (const id of this.#seen) if (BigInt(id) <= this.#floor) this.#seen.delete(id);
+    // A busy Sluice: the oldest go first, far below what a poll re-reads.
+    for (const id of this.#seen) {
+      if (this.#seen.size <= MAX_SEEN) break;
+      this.#seen.delete(id);
+    }
+    return this.#floor;
+  }
+
+  #list(limit: number, cursor: string | null): Promise<TaskList> {
     const q = new URLSearchParams({ limit: String(limit) });
     if (this.#o.queue !== undefined) q.set('queue', this.#o.queue);
     if (this.#o.key !== undefined) q.set('concurrency_key', this.#o.key);
     if (cursor !== null) q.set('cursor', cursor);
-    return q;
+    return this.#c.api.get<TaskList>(`/v1/tasks?${q}`);
   }
 
   #arrived(task: TaskView, event: 'recent' | 'new'): void {
