@@ -108,6 +108,11 @@ export interface Config {
   neonWsProxy: string | null;
   /** GET /metrics: per queue, the keys holding the most slots that get series of their own. */
   metricsTopKeys: number;
+  /**
+   * The origin browsers reach Sluice at (`SLUICE_PUBLIC_URL`), e.g. behind a reverse proxy that
+   * rewrites Host; `null`: each request's own URL. The dashboard's forgery check expects it.
+   */
+  publicOrigin: string | null;
 }
 
 export type Env = Readonly<Record<string, unknown>>;
@@ -141,6 +146,30 @@ const webhookSecret = () =>
         ctx.addIssue({ code: 'custom', message: (error as Error).message });
         return z.NEVER;
       }
+    });
+
+/** An http(s) origin (scheme, host, port; no path), or null when unset. */
+const publicOrigin = () =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (!text) return null;
+      let url: URL | null = null;
+      try {
+        url = new URL(text);
+      } catch {
+        // Refused below.
+      }
+      const bare = url && !url.username && !url.password && url.pathname === '/' && !url.search && !url.hash;
+      if (!url || !bare || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be the origin browsers reach Sluice at, such as https://sluice.example.com (scheme and host, no path)',
+        });
+        return z.NEVER;
+      }
+      return url.origin;
     });
 
 const apiKeysSchema = z
@@ -183,6 +212,7 @@ const envSchema = z
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
     SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
+    SLUICE_PUBLIC_URL: publicOrigin(),
     SLUICE_RETENTION: z
       .string()
       .default('7d')
@@ -254,6 +284,7 @@ export function loadConfig(env: Env): Config {
     queues: Object.freeze(e.SLUICE_QUEUES),
     apiDatabase: e.SLUICE_API_DATABASE,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
+    publicOrigin: e.SLUICE_PUBLIC_URL,
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
   });

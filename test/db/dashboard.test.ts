@@ -26,7 +26,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits cascade');
+  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits, sluice.queues cascade');
 });
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
@@ -81,5 +81,56 @@ describe('crafted links and form values', () => {
       headers: { ...form({}).headers, origin: node.url },
     });
     expect(res.headers.get('location')).toBe('/dashboard/tasks?status=dead');
+  });
+});
+
+describe('behind a reverse proxy that rewrites Host', () => {
+  // nginx's default `proxy_pass http://127.0.0.1:<port>;` sends the upstream's Host; the browser
+  // sends its own Origin. The test's requests are what such a proxy forwards.
+  const PUBLIC = 'https://sluice.example.com';
+  let proxied: NodeSluice;
+  beforeAll(async () => {
+    proxied = await startNodeSluice({ env: env({ SLUICE_PUBLIC_URL: PUBLIC }), dispatch: false });
+  });
+  afterAll(async () => {
+    await proxied?.close();
+  });
+  const paused = async () => (await t.db.query<{ paused: boolean }>(`select paused from sluice.queues where name = 'reports'`))[0]?.paused;
+
+  it('without SLUICE_PUBLIC_URL, sign-in and every POST from the public origin are refused', async () => {
+    const res = await fetch(`${node.url}/dashboard/login`, {
+      ...form({ key: admin.key }),
+      headers: { ...form({}).headers, origin: PUBLIC },
+    });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain('SLUICE_PUBLIC_URL');
+    expect((await post('/dashboard/actions/pause', { queue: 'reports' }, node.url, PUBLIC)).status).toBe(403);
+  });
+
+  it('with SLUICE_PUBLIC_URL, signs in and acts from that origin, shows it in curl lines, and refuses others', async () => {
+    const res = await fetch(`${proxied.url}/dashboard/login`, {
+      ...form({ key: admin.key }),
+      headers: { ...form({}).headers, origin: PUBLIC },
+    });
+    expect(res.status).toBe(303);
+    // The public URL is https: the cookie is Secure though the proxy spoke http.
+    expect(res.headers.get('set-cookie')).toMatch(/; Secure;/);
+    const cookie = /^(sluice_session=[^;]+)/.exec(res.headers.get('set-cookie') ?? '')![1]!;
+
+    const confirmation = await fetch(`${proxied.url}/dashboard/confirm/pause?queue=reports`, { headers: { cookie } });
+    expect(await confirmation.text()).toContain(`${PUBLIC}/v1/queues/reports/pause`);
+
+    const pause = (headers: Record<string, string>) =>
+      fetch(`${proxied.url}/dashboard/actions/pause`, {
+        ...form({ queue: 'reports' }),
+        headers: { ...form({}).headers, cookie, ...headers },
+      });
+    for (const origin of [proxied.url, 'http://sluice.example.com', 'https://evil.example']) {
+      expect((await pause({ origin })).status, origin).toBe(403);
+    }
+    expect((await pause({ referer: `${proxied.url}/dashboard` })).status).toBe(403);
+    expect(await paused()).toBeUndefined();
+    expect((await pause({ origin: PUBLIC })).status).toBe(303);
+    expect(await paused()).toBe(true);
   });
 });

@@ -54,6 +54,20 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('reads SLUICE_PUBLIC_URL as an origin, and refuses one with a path or another scheme', () => {
+    expect(loadConfig(base).publicOrigin).toBeNull();
+    expect(loadConfig({ ...base, SLUICE_PUBLIC_URL: 'https://Sluice.Example.com/' }).publicOrigin).toBe('https://sluice.example.com');
+    expect(loadConfig({ ...base, SLUICE_PUBLIC_URL: 'http://10.0.0.5:8080' }).publicOrigin).toBe('http://10.0.0.5:8080');
+    for (const bad of [
+      'sluice.example.com',
+      'https://sluice.example.com/sluice',
+      'ftp://sluice.example.com',
+      'https://u:p@sluice.example.com',
+    ]) {
+      expect(problems({ ...base, SLUICE_PUBLIC_URL: bad }), bad).toEqual([expect.stringMatching(/^SLUICE_PUBLIC_URL: must be the origin/)]);
+    }
+  });
+
   it('refuses unknown queue options by name (no silent typos)', () => {
     expect(problems({ ...base, SLUICE_QUEUES: JSON.stringify({ emails: { max_attempt: 3 } }) })).toEqual([
       'SLUICE_QUEUES.emails.max_attempt: is not a known field',

@@ -69,22 +69,34 @@ describe('dashboard sessions', () => {
 describe('the forgery check', () => {
   const post = (headers: Record<string, string>) =>
     new Request('http://127.0.0.1:8787/dashboard/actions/pause', { method: 'POST', headers });
+  const here = (headers: Record<string, string>) => sameOrigin(post(headers), null);
 
   it('takes a POST whose Origin, else Sec-Fetch-Site, else Referer is this host', () => {
-    expect(sameOrigin(post({ origin: 'http://127.0.0.1:8787' }))).toBe(true);
-    expect(sameOrigin(post({ 'sec-fetch-site': 'same-origin' }))).toBe(true);
-    expect(sameOrigin(post({ referer: 'http://127.0.0.1:8787/dashboard/confirm/pause?queue=a' }))).toBe(true);
+    expect(here({ origin: 'http://127.0.0.1:8787' })).toBe(true);
+    expect(here({ 'sec-fetch-site': 'same-origin' })).toBe(true);
+    expect(here({ referer: 'http://127.0.0.1:8787/dashboard/confirm/pause?queue=a' })).toBe(true);
     // Behind a TLS-terminating proxy the browser's origin is https: the host decides.
-    expect(sameOrigin(post({ origin: 'https://127.0.0.1:8787' }))).toBe(true);
+    expect(here({ origin: 'https://127.0.0.1:8787' })).toBe(true);
   });
 
   it('refuses any other, and a POST that names none', () => {
-    expect(sameOrigin(post({ origin: 'http://127.0.0.1:8788' }))).toBe(false);
-    expect(sameOrigin(post({ origin: 'null' }))).toBe(false);
-    expect(sameOrigin(post({ origin: 'http://evil.example', 'sec-fetch-site': 'same-origin' }))).toBe(false);
-    expect(sameOrigin(post({ 'sec-fetch-site': 'same-site' }))).toBe(false);
-    expect(sameOrigin(post({ referer: 'http://127.0.0.1.evil.example/' }))).toBe(false);
-    expect(sameOrigin(post({}))).toBe(false);
+    expect(here({ origin: 'http://127.0.0.1:8788' })).toBe(false);
+    expect(here({ origin: 'null' })).toBe(false);
+    expect(here({ origin: 'http://evil.example', 'sec-fetch-site': 'same-origin' })).toBe(false);
+    expect(here({ 'sec-fetch-site': 'same-site' })).toBe(false);
+    expect(here({ referer: 'http://127.0.0.1.evil.example/' })).toBe(false);
+    expect(here({})).toBe(false);
+  });
+
+  it('with a public URL (a proxy that rewrites Host), takes that origin exactly, and no other', () => {
+    const behind = (headers: Record<string, string>) => sameOrigin(post(headers), 'https://sluice.example.com');
+    expect(behind({ origin: 'https://sluice.example.com' })).toBe(true);
+    expect(behind({ referer: 'https://sluice.example.com/dashboard/confirm/pause?queue=a' })).toBe(true);
+    expect(behind({ 'sec-fetch-site': 'same-origin' })).toBe(true);
+    expect(behind({ origin: 'http://sluice.example.com' })).toBe(false);
+    expect(behind({ origin: 'https://sluice.example.com:8443' })).toBe(false);
+    expect(behind({ origin: 'http://127.0.0.1:8787' })).toBe(false);
+    expect(behind({ referer: 'https://sluice.example.com.evil.example/' })).toBe(false);
   });
 });
 

@@ -45,18 +45,18 @@ dashboard.use('*', async (c, next) => {
 });
 
 dashboard.use('*', async (c, next) => {
-  if (c.req.method === 'POST' && !sameOrigin(c.req.raw)) {
+  if (c.req.method === 'POST' && !sameOrigin(c.req.raw, c.var.config.publicOrigin)) {
     throw new SluiceError(
       403,
       'cross_site_request',
-      'refused: this request does not come from a page of this host (Origin, Sec-Fetch-Site or Referer)',
+      'refused: this request does not come from a page of this host (Origin, Sec-Fetch-Site or Referer); behind a reverse proxy that rewrites Host, set SLUICE_PUBLIC_URL or have the proxy pass Host on',
     );
   }
   await next();
 });
 
 function cookieOptions(c: Ctx) {
-  return { path: '/dashboard', httpOnly: true, secure: overHttps(c.req.raw), sameSite: 'Strict' as const };
+  return { path: '/dashboard', httpOnly: true, secure: overHttps(c.req.raw, c.var.config.publicOrigin), sameSite: 'Strict' as const };
 }
 
 /** A page: the shell, the signed-in key, and the notice an action left (shown once). */
@@ -211,7 +211,8 @@ dashboard.get('/confirm/:action', (c) => {
     if (v !== undefined) params[f] = v;
   }
   const described = action.describe(params);
-  const origin = new URL(c.req.url).origin;
+  // Behind a proxy, the URL the operator's curl reaches: the public one, when it is set.
+  const origin = c.var.config.publicOrigin ?? new URL(c.req.url).origin;
   const api = described.call ? curlLine(origin, described.call) : redriveAllLines(origin, params);
   return render(c, { title: described.title }, confirmView(c.req.param('action'), action.fields, params, described, api));
 });
