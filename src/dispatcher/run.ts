@@ -21,6 +21,9 @@ import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
 
+/** The shortest gap between two reads of the next due time within a run. */
+const PROBE_GAP_MS = 250;
+
 /** The event type a run listens for on `RunOptions.nudges`. */
 export const DUE_EVENT = 'due';
 
@@ -202,32 +205,36 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   // Reap: expired leases are attempts that timed out. On its own connection, beside the first
   // claim pass (which counts no expired lease as a slot), so it adds nothing to a push's
   // latency; a task it makes pending again is claimed once it ends, as if a place was freed.
-  report.roundTrips++;
+  const reapThenFire = () => {
+    report.roundTrips++;
+    return (
+      withDbRetry(() => reapOverdue(db, options.reapLimit ?? 100))
+        .then((expired) =>
+          Promise.all(
+            expired.map((task) => {
+              report.reaped++;
+              meter.add('lease_expiries', task.queue);
+              // Only while still expired: a heartbeat that landed since the read wins.
+              return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
+            }),
+          ),
+        )
+        .then(
+          (settled) => {
+            if (settled.length > 0) freed = true;
+          },
+          // Its leases stay expired, and the next run reaps them.
+          (error: unknown) => log.error('sluice: reaping expired leases failed', error),
+        )
+        // Then schedules that came due fire: their tasks are claimed as if a place was freed.
+        .then(() => (options.reapOnly ? undefined : fire()))
+    );
+  };
   let reaped = false;
-  const reaping = withDbRetry(() => reapOverdue(db, options.reapLimit ?? 100))
-    .then((expired) =>
-      Promise.all(
-        expired.map((task) => {
-          report.reaped++;
-          meter.add('lease_expiries', task.queue);
-          // Only while still expired: a heartbeat that landed since the read wins.
-          return settle(task, expiryOutcome(task, task.lease.expiresAt), null, 'expired');
-        }),
-      ),
-    )
-    .then(
-      (settled) => {
-        if (settled.length > 0) freed = true;
-      },
-      // Its leases stay expired, and the next run reaps them.
-      (error: unknown) => log.error('sluice: reaping expired leases failed', error),
-    )
-    // Then schedules that came due fire: their tasks are claimed as if a place was freed.
-    .then(() => (options.reapOnly ? undefined : fire()))
-    .finally(() => {
-      reaped = true;
-      onFreed();
-    });
+  const reaping = reapThenFire().finally(() => {
+    reaped = true;
+    onFreed();
+  });
   if (options.reapOnly) {
     await reaping;
     await settler.flush();
@@ -235,6 +242,49 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
     return report;
   }
+
+  // While pushes are in flight the run waits for one to end, but other work may come due
+  // meanwhile: a retry or a delayed task, a rate limit's room, a schedule's slot, a lease's
+  // expiry. Whenever it waits with pushes in flight, the run knows when the next thing comes due
+  // (read at most every PROBE_GAP_MS) and wakes then: expired leases are reaped, due schedules
+  // fire, and a claim pass runs, as at a run's start.
+  const background = new Set<Promise<void>>();
+  let finished = false;
+  let dueTimer: ReturnType<typeof setTimeout> | null = null;
+  let gapTimer: ReturnType<typeof setTimeout> | null = null;
+  let probing = false;
+  let dueWork = false;
+  let lastProbe = Number.NEGATIVE_INFINITY;
+  const watchDue = () => {
+    if (finished || probing || dueTimer || gapTimer) return;
+    const wait = lastProbe + PROBE_GAP_MS - Date.now();
+    if (wait > 0) {
+      gapTimer = setTimeout(() => {
+        gapTimer = null;
+        if (inFlight.size > 0) watchDue();
+      }, wait);
+      return;
+    }
+    probing = true;
+    lastProbe = Date.now();
+    report.roundTrips++;
+    const probe = withDbRetry(() => nextDueInMs(db))
+      .then((ms) => {
+        if (ms === null || finished) return;
+        dueTimer = setTimeout(() => {
+          dueTimer = null;
+          dueWork = true;
+          freed = true;
+          onFreed();
+        }, ms);
+      })
+      .catch((error: unknown) => log.warn('sluice: reading the next due time failed', error))
+      .finally(() => {
+        probing = false;
+        background.delete(probe);
+      });
+    background.add(probe);
+  };
 
   const stopped = () => options.signal?.aborted === true;
   const aborted = () => onFreed();
@@ -252,6 +302,15 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     // ahead of a free place: a lease is a slot, and one waiting here would hold it idle.)
     const passSize = Math.max(1, Math.floor(config.dispatchParallelism / 4));
     while (now() < deadline && report.claimed < maxPushes && !stopped()) {
+      if (dueWork && reaped) {
+        dueWork = false;
+        const again = reapThenFire().finally(() => {
+          background.delete(again);
+          freed = true;
+          onFreed();
+        });
+        background.add(again);
+      }
       const room = Math.min(config.dispatchParallelism - inFlight.size, maxPushes - report.claimed);
       const enough = inFlight.size === 0 || room >= Math.min(passSize, maxPushes - report.claimed);
       if (room > 0 && enough && (freed || lastPassFull)) {
@@ -302,13 +361,14 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       }
       // Nothing in flight or being settled, and nothing freed since the last claim pass began:
       // nothing to do.
-      if (inFlight.size === 0 && settling.size === 0 && !freed && reaped) {
+      if (inFlight.size === 0 && settling.size === 0 && !freed && reaped && background.size === 0) {
         idle = true;
         break;
       }
       // Wait for a push to end (or a nudge), unless one already did while the claim pass
       // ran; with too few places free, even a nudge waits for a push to end.
       if (!enough || room <= 0 || !freed) {
+        if (inFlight.size > 0) watchDue();
         await new Promise<void>((resolve) => {
           onFreed = resolve;
         });
@@ -319,8 +379,11 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   } finally {
     options.nudges?.removeEventListener(DUE_EVENT, nudged);
     options.signal?.removeEventListener('abort', aborted);
+    finished = true;
+    if (dueTimer) clearTimeout(dueTimer);
+    if (gapTimer) clearTimeout(gapTimer);
     // Whatever ends the run (a database error included), pushes already made are settled.
-    await Promise.all([reaping, Promise.allSettled(inFlight)]);
+    await Promise.all([reaping, Promise.allSettled(inFlight), Promise.allSettled(background)]);
     await Promise.allSettled(settling);
     await settler.flush();
     await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
