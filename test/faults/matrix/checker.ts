@@ -275,7 +275,8 @@ function recovery(byTask: Map<string, PushRecord[]>, fault: FaultWindow | null, 
   const within = (from: number, to: number) => lowerBound(finished, to) - lowerBound(finished, from);
   const baseline = within(fault.startMs - 5_000, fault.startMs) / 5;
   let rateBackMs: number | null = null;
-  for (let t = fault.startMs; t <= (finished.at(-1) ?? 0); t += 100) {
+  // Nothing finished before the fault (tasks still waiting to come due): no rate to come back to.
+  for (let t = fault.startMs; baseline >= 1 && t <= (finished.at(-1) ?? 0); t += 100) {
     if (within(t, t + 1_000) >= baseline / 2) {
       rateBackMs = t - fault.startMs;
       break;

@@ -169,7 +169,10 @@ export const FAULTS: Fault[] = [
         return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
       });
       replace(ctx, undefined);
-      return { window: { startMs: at, endMs: at }, note: `killed with ${found.length} of its pushes in flight at the endpoint` };
+      return {
+        window: { startMs: at, endMs: at },
+        note: `killed with ${found.length} of its pushes in flight at the endpoint (unanswered)`,
+      };
     },
   },
   {

@@ -11,6 +11,7 @@ export interface ReportRow {
   throughput: number;
 }
 
+const plural = (n: number, what: string) => `${n.toLocaleString('en')} ${what}${n === 1 ? '' : 's'}`;
 const seconds = (ms: number | null) => (ms === null ? '—' : `${(ms / 1_000).toFixed(1)} s`);
 
 function peaks(v: Verdict): string {
@@ -27,7 +28,7 @@ export function markdownTable(rows: readonly ReportRow[]): string {
     const stale = v.staleCalls > 0 ? `${v.staleAccepted} of ${v.staleCalls}` : '0';
     const again = v.recovery.redelivered;
     const redelivered = again
-      ? [`${again.tasks} disturbed tasks pushed again ${seconds(again.firstMs)}–${seconds(again.lastMs)} after the fault began`]
+      ? [`${plural(again.tasks, 'disturbed task')} pushed again ${seconds(again.firstMs)}–${seconds(again.lastMs)} after the fault began`]
       : [];
     const notes = [...r.notes, ...redelivered, ...v.problems.map((p) => `**${p}**`)].join('; ');
     lines.push(
