@@ -1,5 +1,6 @@
 /** Queue settings at run time, per-key limits, counts and slot holders (DESIGN.md §5). */
 import type { QueueLimitSettings, Rate } from '../core/limits.ts';
+import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask } from './rows.ts';
 import { leaseSettleMany } from './settle.ts';
@@ -188,18 +189,38 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
   };
 }
 
+/** The task that holds a lease of the queue now, or `null` (the lease ended, or is another queue's). */
+async function leasedTask(db: Queryable, queue: string, leaseId: string): Promise<LeasedTask | null> {
+  const rows = await db.query<TaskRow>(`select * from sluice.tasks where lease_id = $1 and queue = $2 and status = 'leased'`, [
+    leaseId,
+    queue,
+  ]);
+  const task = rows[0] ? toTask(rows[0]) : null;
+  return task?.lease ? (task as LeasedTask) : null;
+}
+
+/** Who holds a lease of the queue now, or `null` (the lease ended, or is another queue's). */
+export async function leaseHolder(db: Queryable, queue: string, leaseId: string): Promise<SlotHolder | null> {
+  const task = await leasedTask(db, queue, leaseId);
+  if (!task) return null;
+  return {
+    taskId: task.id,
+    concurrencyKey: task.concurrencyKey,
+    leaseId: task.lease.id,
+    attempt: task.attempts,
+    leasedAt: task.lease.leasedAt,
+    expiresAt: task.lease.expiresAt,
+  };
+}
+
 /**
  * An admin ends a lease: the task goes back to pending at once (cancelled, if that was asked)
  * and the attempt is given back. Compare-and-set on the lease id, like every ending, so the
  * old holder's later writes change nothing; the attempt's history records it.
  */
 export async function leaseForceRelease(db: Queryable, queue: string, leaseId: string): Promise<string | null> {
-  const rows = await db.query<TaskRow>(`select * from sluice.tasks where lease_id = $1 and queue = $2 and status = 'leased'`, [
-    leaseId,
-    queue,
-  ]);
-  const task = rows[0] ? toTask(rows[0]) : null;
-  if (!task?.lease) return null;
+  const task = await leasedTask(db, queue, leaseId);
+  if (!task) return null;
   const held = await leaseSettleMany(db, [
     {
       taskId: task.id,

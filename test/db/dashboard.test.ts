@@ -4,10 +4,13 @@
  * test/worker/dashboard.test.ts drives a real browser through the everyday paths.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskInsertMany } from '../../src/db/tasks.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { newTask } from '../helpers/tasks.ts';
 
 const admin = await generateApiKey('ops', ['admin']);
 let t: TestDatabase;
@@ -61,6 +64,35 @@ describe('crafted links and form values', () => {
       expect(shown.status, name).toBe(404);
       expect(await shown.text()).toContain(`a dashboard action ${name} was not found`);
       expect((await post(`/dashboard/actions/${name}`, { queue: 'a' })).status, name).toBe(404);
+    }
+  });
+
+  it("the force-release page names the lease's holder as the database has it, whatever the link says", async () => {
+    const ids = (
+      await taskInsertMany(t.db, [
+        newTask({ queue: 'reports', concurrencyKey: 'acme' }),
+        newTask({ queue: 'reports', concurrencyKey: 'acme' }),
+      ])
+    ).map((r) => r.task.id);
+    const [leased] = await taskClaimBatch(t.db, { max: 1, clusterCap: null, queuesJson: '{}' });
+    const other = ids.find((id) => id !== leased!.id)!;
+    const crafted = await page(
+      `/dashboard/confirm/release?${new URLSearchParams({ queue: 'reports', lease: leased!.lease.id, task: other })}`,
+    );
+    const text = await crafted.text();
+    expect(crafted.status).toBe(200);
+    expect(text).toContain(`Force-release lease ${leased!.lease.id} of task #${leased!.id}?`);
+    expect(text).toContain('key acme');
+    expect(text).not.toContain(`task #${other}`);
+    // Not held: a lease that ended (or never was), another queue's, or no lease id at all.
+    for (const [queue, lease] of [
+      ['reports', crypto.randomUUID()],
+      ['other', leased!.lease.id],
+      ['reports', 'nope'],
+    ] as const) {
+      const res = await page(`/dashboard/confirm/release?${new URLSearchParams({ queue, lease })}`);
+      expect(res.status, `${queue} ${lease}`).toBe(404);
+      expect(await res.text()).toContain(`is not held in queue ${queue}`);
     }
   });
 

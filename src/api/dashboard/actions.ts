@@ -3,10 +3,11 @@
  * API call that does the same), then made by a POST that goes through the same code path as
  * that API call (queue-ops.ts, task-ops.ts): the same validation, the same writes, the same poke.
  */
-import { ValidationError } from '../../core/errors.ts';
+import { SluiceError, ValidationError } from '../../core/errors.ts';
 import {
   clearKeyLimit,
   concurrencyKey,
+  leaseHolderOf,
   type OpsContext,
   patchQueue,
   queueName,
@@ -40,7 +41,7 @@ export interface Described {
 interface Action {
   fields: readonly string[];
   /** Checks the parameters (as the API would) and says what the action will do. */
-  describe(p: Params): Described;
+  describe(p: Params, ops: OpsContext): Described | Promise<Described>;
   /** Does it; returns what to tell the user. */
   perform(ops: OpsContext, p: Params): Promise<string>;
 }
@@ -84,13 +85,23 @@ const pauseOrResume = (paused: boolean): Action => ({
 
 export const ACTIONS: Record<string, Action> = {
   release: {
-    fields: ['queue', 'lease', 'task'],
-    describe: (p) => {
+    fields: ['queue', 'lease'],
+    // The page names the lease's holder as the database has it now, not as the link said.
+    describe: async (p, ops) => {
       const q = queueName(p.queue ?? '');
+      const lease = p.lease ?? '';
+      const holder = await leaseHolderOf(ops.db, q, lease);
+      if (!holder) {
+        throw new SluiceError(
+          404,
+          'not_found',
+          `lease ${lease} is not held in queue ${q}: it has ended (its task may hold a new lease now), or it is another queue's`,
+        );
+      }
+      const key = holder.concurrencyKey === null ? '' : `, key ${holder.concurrencyKey}`;
       return {
-        title: `Force-release lease ${p.lease ?? ''}${p.task ? ` of task #${p.task}` : ''}`,
-        detail:
-          'The slot is free at once: the task goes back to pending and its attempt is given back. The endpoint holding the lease may still be working; its later lease calls get 409 lease_lost.',
+        title: `Force-release lease ${lease} of task #${holder.taskId}`,
+        detail: `Task #${holder.taskId} (attempt ${holder.attempt}${key}) holds it until ${holder.expiresAt.toISOString()}. The slot is free at once: the task goes back to pending and its attempt is given back. The endpoint holding the lease may still be working; its later lease calls get 409 lease_lost.`,
         call: { method: 'POST', path: `/v1/queues/${seg(q)}/leases/${seg(p.lease ?? '')}/release` },
         back: queuePage(q),
         danger: true,
@@ -152,7 +163,7 @@ export const ACTIONS: Record<string, Action> = {
       };
     },
     perform: async (ops, p) => {
-      const { call } = ACTIONS['queue-set']!.describe(p);
+      const { call } = await ACTIONS['queue-set']!.describe(p, ops);
       const view = await patchQueue(ops, queueName(p.queue ?? ''), call?.body);
       return `Queue ${view.name}: concurrency ${view.concurrency.value ?? 'none'} (${view.concurrency.source}), key concurrency ${view.key_concurrency.value ?? 'none'} (${view.key_concurrency.source}).`;
     },

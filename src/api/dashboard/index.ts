@@ -203,14 +203,14 @@ function actionOf(c: Ctx) {
   return ACTIONS[name]!;
 }
 
-dashboard.get('/confirm/:action', (c) => {
+dashboard.get('/confirm/:action', async (c) => {
   const action = actionOf(c);
   const params: Params = {};
   for (const f of action.fields) {
     const v = c.req.query(f);
     if (v !== undefined) params[f] = v;
   }
-  const described = action.describe(params);
+  const described = await action.describe(params, c.var);
   // Behind a proxy, the URL the operator's curl reaches: the public one, when it is set.
   const origin = c.var.config.publicOrigin ?? new URL(c.req.url).origin;
   const api = described.call ? curlLine(origin, described.call) : redriveAllLines(origin, params);
@@ -225,7 +225,7 @@ dashboard.post('/actions/:action', async (c) => {
     const v = form.get(f);
     if (v !== null) params[f] = v;
   }
-  const { back } = action.describe(params);
+  const { back } = await action.describe(params, c.var);
   const text = await action.perform(c.var, params);
   setCookie(c, NOTICE_COOKIE, JSON.stringify({ text }), { ...cookieOptions(c), maxAge: 60 });
   return c.redirect(back, 303);

@@ -19,7 +19,7 @@ function holderBox(queue: string, h: SlotHolder, now: Date) {
 <b>${taskLink(h.taskId)}</b> attempt ${h.attempt}<br>
 held ${duration(now.getTime() - h.leasedAt.getTime())} · ${left > 0 ? html`deadline in ${duration(left)}` : html`<b>expired ${duration(-left)} ago</b>`}<br>
 <span class="muted">lease <span title="${h.leaseId}">${h.leaseId.slice(0, 8)}</span> · until ${time(h.expiresAt)}</span><br>
-<a class="act" href="${href('/confirm/release', { queue, lease: h.leaseId, task: h.taskId })}">Force release…</a></li>`;
+<a class="act" href="${href('/confirm/release', { queue, lease: h.leaseId })}">Force release…</a></li>`;
 }
 
 function freeBoxes(level: SlotLevel) {

@@ -91,9 +91,7 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
   const actions = [
     t.status === 'dead' ? html`<a href="${href('/confirm/redrive', { id: t.id })}">Redrive…</a>` : '',
     (FINAL_STATUSES as readonly string[]).includes(t.status) ? '' : html`<a href="${href('/confirm/cancel', { id: t.id })}">Cancel…</a>`,
-    t.lease
-      ? html`<a href="${href('/confirm/release', { queue: t.queue, lease: t.lease.id, task: t.id })}">Force release its lease…</a>`
-      : '',
+    t.lease ? html`<a href="${href('/confirm/release', { queue: t.queue, lease: t.lease.id })}">Force release its lease…</a>` : '',
   ];
   const body = bodyText(t);
   return html`<h1>Task #${t.id} ${badge(t.status)}${t.cancelRequestedAt ? html` <span class="badge">cancel requested</span>` : ''}</h1>
