@@ -3,12 +3,20 @@
  * error (and so the exit code) a script can act on. No retries: a command says what happened
  * and the caller decides (`tail` retries by itself).
  */
-import { ApiError, CliError, type FieldIssue, UnreachableError } from './errors.ts';
+import { ApiError, CliError, EXIT, type FieldIssue, UnreachableError } from './errors.ts';
+import type { Stop } from './runtime.ts';
 
-/** Ctrl-C arrived while a request was in flight. */
+/** The command was told to stop (Ctrl-C, or a closed stdout) while a request was in flight. */
 export class Interrupted extends CliError {
   override name = 'Interrupted';
-  readonly exitCode = 130;
+  readonly why: Stop;
+  readonly exitCode: number;
+  constructor(why: Stop) {
+    super('interrupted');
+    this.why = why;
+    // The reader of the output went away: the command has nothing left to do, so it is done.
+    this.exitCode = why === 'closed' ? EXIT.ok : 130;
+  }
   problem() {
     return { code: 'interrupted', detail: 'interrupted' };
   }
@@ -19,7 +27,7 @@ export interface ApiOptions {
   url: string;
   apiKey: string;
   timeoutMs: number;
-  /** Aborted on Ctrl-C. */
+  /** Aborted on Ctrl-C or a closed stdout, with the `Stop` as its reason. */
   signal: AbortSignal;
 }
 
@@ -77,7 +85,7 @@ export class Api {
       });
       text = await response.text();
     } catch (error) {
-      if (signal.aborted) throw new Interrupted();
+      if (signal.aborted) throw new Interrupted(signal.reason as Stop);
       if ((error as Error).name === 'TimeoutError') throw new UnreachableError(`no answer from ${where} within ${timeoutMs} ms`);
       throw new UnreachableError(`cannot reach Sluice at ${url}: ${networkReason(error)}`);
     }

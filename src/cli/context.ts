@@ -6,7 +6,7 @@ import type { Output } from './output.ts';
 export interface Context {
   api: Api;
   out: Output;
-  /** Aborted on Ctrl-C or SIGTERM. */
+  /** Aborted on Ctrl-C, SIGTERM or a closed stdout, with the `Stop` as its reason. */
   signal: AbortSignal;
 }
 

@@ -2,7 +2,7 @@
  * `sluice`: operate a Sluice from the command line, through its HTTP API only (an admin's or a
  * reader's API key; no database access, no server code). Started by the bin, src/cli/sluice.mjs.
  */
-import { Api } from './api.ts';
+import { Api, Interrupted } from './api.ts';
 import {
   type CommandSpec,
   commandHelp,
@@ -21,11 +21,11 @@ import { makeOutput } from './output.ts';
 import { type Host, processHost, setExitCode } from './runtime.ts';
 
 const EXIT_CODES = `Exit codes:
-  0    done
+  0    done; also tail ended by Ctrl-C, or by the reader of its output going away (| head)
   1    the API refused the request (4xx): its status, code and detail are on stderr
   2    usage error (an unknown command or option, a missing or bad value, no URL or key): nothing was sent
   3    Sluice could not be reached, did not answer in time, or failed (5xx, such as 503 database_unavailable)
-  130  interrupted by Ctrl-C (tail ends with 0: Ctrl-C is how it stops)`;
+  130  interrupted by Ctrl-C`;
 
 function mainHelp(commands: readonly Command[]): string {
   const usages = commands.map((c) => usageLine(c).replace(/^sluice /, ''));
@@ -56,7 +56,10 @@ export async function main(host: Host): Promise<number> {
     return await run(host, json);
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
-    host.err(json ? `${JSON.stringify(error.problem())}\n` : describeProblem(error));
+    // A reader that went away is told nothing: it asked for no more.
+    if (!(error instanceof Interrupted && error.why === 'closed')) {
+      host.err(json ? `${JSON.stringify(error.problem())}\n` : describeProblem(error));
+    }
     return error.exitCode;
   }
 }
@@ -72,7 +75,7 @@ async function run(host: Host, json: boolean): Promise<number> {
     return EXIT.ok;
   }
   const controller = new AbortController();
-  const stop = host.onInterrupt(() => controller.abort());
+  const stop = host.onStop((why) => controller.abort(why));
   try {
     const api = new Api({
       ...connection(host, parsed.flags),

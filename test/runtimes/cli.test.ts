@@ -114,6 +114,15 @@ async function until<T>(probe: () => Promise<T | undefined | null | false>, what
   }
 }
 
+/** `promise`, or a failure naming what did not happen within `ms`. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 /** `sluice tail` as a running child: its lines as they come, and an end by SIGINT. */
 function startTail(target: Target, args: string[], options: RunOptions = {}) {
   const { child, output, exited } = spawnCli(target, ['tail', ...args], options);
@@ -127,6 +136,9 @@ function startTail(target: Target, args: string[], options: RunOptions = {}) {
       child.kill('SIGINT');
       return exited;
     },
+    /** The reader of its output goes away, as `head` does once it has its lines. */
+    closeOutput: () => child.stdout.destroy(),
+    exited,
     stderr: () => output.stderr,
   };
 }
@@ -538,6 +550,27 @@ describe('sluice against the Node server', () => {
         );
       } finally {
         await relay.close();
+      }
+    });
+  });
+
+  describe('a closed output', () => {
+    it('ends tail with 0 at the next line it prints, as `sluice tail | head -1` needs, under Node (and its shim), Bun and Deno', async () => {
+      const commands = [
+        BIN_SLUICE,
+        [`${BIN}/node`, '--no-experimental-strip-types', 'src/cli/sluice.mjs'],
+        [`${BIN}/bun`, 'src/cli/sluice.mjs'],
+        [`${BIN}/deno`, 'run', '-A', 'src/cli/sluice.mjs'],
+      ];
+      for (const command of commands) {
+        const queue = `pipe-${commands.indexOf(command)}`;
+        const before = await enqueue(as.writer, { queue, url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+        const tail = startTail(as.reader, ['--queue', queue, '--interval', '100', '--lines', '1'], { command });
+        await tail.waitFor((l) => l.includes(` ${before} `), 'the task before');
+        tail.closeOutput();
+        await enqueue(as.writer, { queue, url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+        expect(await within(tail.exited, 10_000, 'tail to end'), command.join(' ')).toBe(0);
+        expect(tail.stderr()).toBe('');
       }
     });
   });
