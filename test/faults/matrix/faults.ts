@@ -78,15 +78,18 @@ async function killWhen(p: SluiceProcess, what: string, check: () => Promise<str
   throw new Error(`no stop landed ${what} in 200 tries`);
 }
 
-/** Terminates the backends running statements like `pattern`, `times` times, a while apart. */
-async function terminate(ctx: FaultContext, pattern: string, times: number): Promise<FaultWindow> {
+/**
+ * Terminates the backends running statements like `pattern`, up to `times` times, a while
+ * apart; at least once (a run that drains meanwhile leaves nothing more to catch).
+ */
+async function terminate(ctx: FaultContext, pattern: string, times: number, what: string): Promise<Injected> {
   const client = new pg.Client({ connectionString: ctx.db.url, application_name: 'sluice-faults' });
   await client.connect();
   let startMs = 0;
   let hits = 0;
   const until = Date.now() + 60_000;
   try {
-    while (hits < times && Date.now() < until) {
+    while (hits < times && Date.now() < until && (hits === 0 || wallNow() - startMs < 10_000)) {
       const { rows } = await client.query(
         `select count(*) filter (where pg_terminate_backend(pid))::int as n from pg_stat_activity
          where state = 'active' and query like $1 and pid <> pg_backend_pid()`,
@@ -101,8 +104,8 @@ async function terminate(ctx: FaultContext, pattern: string, times: number): Pro
   } finally {
     await client.end();
   }
-  if (hits < times) throw new Error(`only ${hits} of ${times} statements like ${pattern} caught running`);
-  return { startMs, endMs: wallNow() };
+  if (hits === 0) throw new Error(`no ${what} caught running in 60 s`);
+  return { window: { startMs, endMs: wallNow() }, note: `${hits} ${what}${hits === 1 ? '' : 's'} terminated while running` };
 }
 
 /** Restarts Postgres as a crash would (both paths). */
@@ -179,14 +182,14 @@ export const FAULTS: Fault[] = [
     name: 'terminate-claim',
     title: 'database connections terminated mid-claim (pg_terminate_backend)',
     async inject(ctx) {
-      return { window: await terminate(ctx, 'select * from sluice.claim(%', 5), note: '5 claims terminated while running' };
+      return terminate(ctx, 'select * from sluice.claim(%', 5, 'claim');
     },
   },
   {
     name: 'terminate-settle',
     title: 'database connections terminated mid-settle (pg_terminate_backend)',
     async inject(ctx) {
-      return { window: await terminate(ctx, '%jsonb_to_recordset($1::jsonb) as s(%', 5), note: '5 settles terminated while running' };
+      return terminate(ctx, '%jsonb_to_recordset($1::jsonb) as s(%', 5, 'settle');
     },
   },
   {
