@@ -91,8 +91,9 @@ async function terminate(ctx: FaultContext, pattern: string, times: number, what
   try {
     while (hits < times && Date.now() < until && (hits === 0 || wallNow() - startMs < 10_000)) {
       const { rows } = await client.query(
+        // This database's only: in npm test, other files' databases share the server.
         `select count(*) filter (where pg_terminate_backend(pid))::int as n from pg_stat_activity
-         where state = 'active' and query like $1 and pid <> pg_backend_pid()`,
+         where datname = current_database() and state = 'active' and query like $1 and pid <> pg_backend_pid()`,
         [pattern],
       );
       if (rows[0].n > 0) {
@@ -291,7 +292,7 @@ export const FAULTS: Fault[] = [
         // Make Sluice reconnect: every backend but the hogs and the harness's own.
         await hogs[0]!.query(
           `select pg_terminate_backend(pid) from pg_stat_activity
-           where backend_type = 'client backend' and application_name not in ('hog', 'sluice-faults') and pid <> pg_backend_pid()`,
+           where datname = current_database() and application_name not in ('hog', 'sluice-faults') and pid <> pg_backend_pid()`,
         );
         await sleep(FAULT_MS);
         await Promise.all(hogs.map((c) => c.end().catch(() => {})));
