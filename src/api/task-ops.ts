@@ -80,24 +80,27 @@ export interface RedriveReport {
   skipped: number;
   /** More dead tasks may match: this call stopped after its batches. */
   more: boolean;
+  /** The last dead task examined: a call that goes on from here passes it as `afterId`. */
+  lastId: string | null;
 }
 
 /**
- * Redrives every dead task matching `filter`, oldest first, in batches of `REDRIVE_BATCH`, at
- * most `REDRIVE_BATCHES_PER_CALL` batches (10,000 tasks) per call; `more` says to call again.
- * Each batch is one statement that moves past the ids it examined, so a task that dies again
- * meanwhile is not redriven twice by one call.
+ * Redrives every dead task matching `filter`, oldest first (after `afterId` when given), in
+ * batches of `REDRIVE_BATCH`, at most `REDRIVE_BATCHES_PER_CALL` batches (10,000 tasks) per
+ * call; `more` says to call again, with `lastId` as `afterId`: a call that started from the
+ * oldest again would examine the same tasks that stayed dead (their dedup key held) and never
+ * get past 10,000 of them. Each batch is one statement that moves past the ids it examined, so a
+ * task that dies again meanwhile is not redriven twice by one call.
  */
-export async function redriveMatching(ops: OpsContext, filter: DeadFilter): Promise<RedriveReport> {
-  const report: RedriveReport = { redriven: 0, skipped: 0, more: true };
-  let afterId: string | null = null;
+export async function redriveMatching(ops: OpsContext, filter: DeadFilter, afterId: string | null = null): Promise<RedriveReport> {
+  const report: RedriveReport = { redriven: 0, skipped: 0, more: true, lastId: afterId };
   try {
     for (let batch = 0; batch < REDRIVE_BATCHES_PER_CALL && report.more; batch++) {
-      const step = await taskRedriveMatching(ops.db, filter, afterId, REDRIVE_BATCH);
+      const step = await taskRedriveMatching(ops.db, filter, report.lastId, REDRIVE_BATCH);
       report.redriven += step.redriven;
       report.skipped += step.examined - step.redriven;
       report.more = step.examined === REDRIVE_BATCH;
-      afterId = step.lastId;
+      report.lastId = step.lastId ?? report.lastId;
     }
   } finally {
     // Batches that committed before a failure are redriven all the same: wake the dispatcher.

@@ -96,6 +96,41 @@ describe('crafted links and form values', () => {
     }
   });
 
+  it('redrive all gets past 10,000 dead tasks held back by their dedup key: each confirmation goes on from the last', async () => {
+    // 10,001 dead tasks of one dedup key, which a pending task holds, then one that can go.
+    const enqueued: string[] = [];
+    for (let i = 0; i < 11; i++) {
+      const batch = Array.from({ length: i < 10 ? 1_000 : 1 }, () => newTask({ queue: 'bulk' }));
+      enqueued.push(...(await taskInsertMany(t.db, batch)).map((r) => r.task.id));
+    }
+    await t.db.query(`update sluice.tasks set status = 'dead', finished_at = now(), attempts = 1, dedup_key = 'held' where queue = 'bulk'`);
+    await taskInsertMany(t.db, [newTask({ queue: 'bulk', dedupKey: 'held' })]);
+    const [free] = (await taskInsertMany(t.db, [newTask({ queue: 'bulk' })])).map((r) => r.task.id);
+    await t.db.query(`update sluice.tasks set status = 'dead', finished_at = now(), attempts = 1 where id = $1`, [free]);
+    const status = async () => (await t.db.query<{ status: string }>('select status from sluice.tasks where id = $1', [free]))[0]!.status;
+
+    // An operator confirms, and confirms again on the page that opens.
+    let fields: Record<string, string> = { queue: 'bulk' };
+    const notices: string[] = [];
+    for (let round = 0; round < 2; round++) {
+      const res = await post('/dashboard/actions/redrive-all', fields);
+      expect(res.status).toBe(303);
+      notices.push(decodeURIComponent(/sluice_notice=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1] ?? ''));
+      const next = new URL(res.headers.get('location')!, node.url);
+      if (next.pathname !== '/dashboard/confirm/redrive-all') break;
+      expect(Object.fromEntries(next.searchParams)).toEqual({ queue: 'bulk', after: enqueued[9_999] });
+      const confirmation = await (await page(`${next.pathname}${next.search}`)).text();
+      expect(confirmation).toContain(`after task #${enqueued[9_999]}`);
+      fields = Object.fromEntries(next.searchParams);
+    }
+    expect(notices[0]).toContain('Redrove 0 dead tasks; 10000 stayed dead');
+    expect(notices[0]).toContain('more remain');
+    expect(notices[1]).toContain('Redrove 1 dead task; 1 stayed dead');
+    expect(await status()).toBe('pending');
+    // A bad `after` is a 400 naming it.
+    expect((await post('/dashboard/actions/redrive-all', { queue: 'bulk', after: 'x' })).status).toBe(400);
+  }, 60_000);
+
   it('a sign-in `next` with a control character (CR, LF, NUL) goes to /dashboard instead: 303, not 500', async () => {
     for (const next of ['/dashboard/x\r\nSet-Cookie: a=b', '/dashboard/tasks\n', '/dashboard/tasks?x=\0', '/dashboard/t\u0085x']) {
       const res = await fetch(`${node.url}/dashboard/login`, {

@@ -16,7 +16,7 @@ import {
   setKeyLimit,
   setPaused,
 } from '../queue-ops.ts';
-import { cancelTask, REDRIVE_BATCH, REDRIVE_BATCHES_PER_CALL, redriveMatching, redriveTask } from '../task-ops.ts';
+import { cancelTask, REDRIVE_BATCH, REDRIVE_BATCHES_PER_CALL, redriveMatching, redriveTask, taskId } from '../task-ops.ts';
 import { href } from './format.ts';
 
 export type Params = Record<string, string>;
@@ -38,12 +38,15 @@ export interface Described {
   danger?: boolean;
 }
 
+/** What to tell the user once an action is done, and where to go then (`back` by default). */
+export type Done = string | { text: string; next: string };
+
 interface Action {
   fields: readonly string[];
   /** Checks the parameters (as the API would) and says what the action will do. */
   describe(p: Params, ops: OpsContext): Described | Promise<Described>;
   /** Does it; returns what to tell the user. */
-  perform(ops: OpsContext, p: Params): Promise<string>;
+  perform(ops: OpsContext, p: Params): Promise<Done>;
 }
 
 const seg = encodeURIComponent;
@@ -55,6 +58,13 @@ function count(p: Params, field: string): number {
   if (!/^\d{1,7}$/.test(text) || Number(text) < 1)
     throw new ValidationError([{ path: field, message: 'must be a whole number of at least 1' }]);
   return Number(text);
+}
+
+/** Where "redrive all" goes on from: the last task the previous confirmation examined. */
+function afterParam(p: Params): string | null {
+  if (!p.after) return null;
+  if (taskId(p.after) === null) throw new ValidationError([{ path: 'after', message: 'is not a task id' }]);
+  return p.after;
 }
 
 function taskIdParam(p: Params): string {
@@ -221,24 +231,29 @@ export const ACTIONS: Record<string, Action> = {
     },
   },
   'redrive-all': {
-    fields: ['queue', 'concurrency_key'],
+    fields: ['queue', 'concurrency_key', 'after'],
     describe: (p) => {
       const q = p.queue ? queueName(p.queue) : undefined;
       const key = p.concurrency_key ? concurrencyKey(p.concurrency_key) : undefined;
+      const after = afterParam(p);
       return {
-        title: `Redrive every dead task${q ? ` of queue ${q}` : ''}${key !== undefined ? ` with key ${key}` : ''}`,
-        detail: `Oldest first, ${REDRIVE_BATCH} per statement, at most ${REDRIVE_BATCH * REDRIVE_BATCHES_PER_CALL} per confirmation (confirm again for more). A dead task whose dedup key an unfinished task holds stays dead.`,
+        title: `Redrive every dead task${q ? ` of queue ${q}` : ''}${key !== undefined ? ` with key ${key}` : ''}${after ? ` after task #${after}` : ''}`,
+        detail: `Oldest first${after ? `, from the first after task #${after}, where the last confirmation stopped` : ''}; ${REDRIVE_BATCH} per statement, at most ${REDRIVE_BATCH * REDRIVE_BATCHES_PER_CALL} examined per confirmation (when more remain, the next confirmation goes on after the last one examined). A dead task whose dedup key an unfinished task holds stays dead.`,
         call: null,
         back: href('/dead', { queue: q, concurrency_key: key }),
         danger: true,
       };
     },
     perform: async (ops, p) => {
-      const report = await redriveMatching(ops, {
+      const filter = {
         queue: p.queue ? queueName(p.queue) : undefined,
         concurrencyKey: p.concurrency_key ? concurrencyKey(p.concurrency_key) : undefined,
-      });
-      return `Redrove ${report.redriven} dead task${report.redriven === 1 ? '' : 's'}${report.skipped ? `; ${report.skipped} stayed dead (their dedup key is taken)` : ''}${report.more ? '; more remain: redrive all again' : ''}.`;
+      };
+      const report = await redriveMatching(ops, filter, afterParam(p));
+      const text = `Redrove ${report.redriven} dead task${report.redriven === 1 ? '' : 's'}${report.skipped ? `; ${report.skipped} stayed dead (their dedup key is taken)` : ''}${report.more ? `; more remain after task #${report.lastId}: confirm to go on` : ''}.`;
+      if (!report.more) return text;
+      // The next confirmation goes on from here, past the tasks this one left dead.
+      return { text, next: href('/confirm/redrive-all', { queue: p.queue, concurrency_key: p.concurrency_key, after: report.lastId }) };
     },
   },
 };

@@ -226,9 +226,10 @@ dashboard.post('/actions/:action', async (c) => {
     if (v !== null) params[f] = v;
   }
   const { back } = await action.describe(params, c.var);
-  const text = await action.perform(c.var, params);
+  const done = await action.perform(c.var, params);
+  const { text, next } = typeof done === 'string' ? { text: done, next: back } : done;
   setCookie(c, NOTICE_COOKIE, JSON.stringify({ text }), { ...cookieOptions(c), maxAge: 60 });
-  return c.redirect(back, 303);
+  return c.redirect(next, 303);
 });
 
 dashboard.onError((error, c) => {
