@@ -131,6 +131,12 @@ describe('crafted links and form values', () => {
     expect((await post('/dashboard/actions/redrive-all', { queue: 'bulk', after: 'x' })).status).toBe(400);
   }, 60_000);
 
+  it('the cancel confirmation says that unfinished children are cancelled with the task', async () => {
+    const text = await (await page('/dashboard/confirm/cancel?id=7')).text();
+    expect(text).toContain('Cancel task #7?');
+    expect(text).toContain('Its unfinished children (the tasks that name it as parent_id, theirs, and so on) are cancelled with it');
+  });
+
   it('a sign-in `next` with a control character (CR, LF, NUL) goes to /dashboard instead: 303, not 500', async () => {
     for (const next of ['/dashboard/x\r\nSet-Cookie: a=b', '/dashboard/tasks\n', '/dashboard/tasks?x=\0', '/dashboard/t\u0085x']) {
       const res = await fetch(`${node.url}/dashboard/login`, {

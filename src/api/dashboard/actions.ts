@@ -219,7 +219,7 @@ export const ACTIONS: Record<string, Action> = {
       return {
         title: `Cancel task #${id}`,
         detail:
-          'A pending task ends now. A leased one is marked: it ends at its holder’s next heartbeat or failure, and keeps its slot until then.',
+          'A pending or waiting task ends now. A leased one is marked: it ends at its holder’s next heartbeat or failure, and keeps its slot until then. Its unfinished children (the tasks that name it as parent_id, theirs, and so on) are cancelled with it, each in the same way.',
         call: { method: 'POST', path: `/v1/tasks/${id}/cancel` },
         back: href(`/tasks/${id}`),
         danger: true,
