@@ -72,12 +72,3 @@ export class UnreachableError extends CliError {
     return { code: 'unreachable', detail: this.message };
   }
 }
-
-/** The one line (plus one per issue) a problem takes on stderr. */
-export function describeProblem(error: CliError): string {
-  const p = error.problem();
-  const head = p.status === undefined ? p.detail : `${p.status} ${p.code}: ${p.detail}`;
-  const retry = p.retry_after_s === undefined ? '' : ` (retry after ${p.retry_after_s} s)`;
-  const issues = (p.issues ?? []).map((i) => `\n  ${i.path || '(request)'}: ${i.message}`).join('');
-  return `sluice: ${head}${retry}${issues}\n`;
-}

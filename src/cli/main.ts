@@ -16,8 +16,8 @@ import {
 } from './args.ts';
 import { COMMANDS } from './commands/index.ts';
 import type { Command } from './context.ts';
-import { CliError, describeProblem, EXIT, UsageError } from './errors.ts';
-import { makeOutput } from './output.ts';
+import { CliError, EXIT, UsageError } from './errors.ts';
+import { describeProblem, makeOutput } from './output.ts';
 import { type Host, processHost, setExitCode } from './runtime.ts';
 
 const EXIT_CODES = `Exit codes:

@@ -1,9 +1,10 @@
 /**
  * Output: JSON for scripts, aligned tables and lines for people. Task data (keys, errors,
- * results) comes from endpoints and callers, so text output escapes control characters: a
- * task's error cannot move the cursor or retitle a terminal.
+ * results) comes from endpoints and callers, and problems from whatever answers at the URL, so
+ * every line of text output is escaped: a task's error cannot move the cursor, retitle a
+ * terminal, or reorder what it shows.
  */
-import { type CliError, describeProblem } from './errors.ts';
+import type { CliError } from './errors.ts';
 import type { Host } from './runtime.ts';
 
 export interface Output {
@@ -21,18 +22,28 @@ export interface Output {
 export function makeOutput(host: Host, json: boolean): Output {
   return {
     json,
-    result: (data, text) => host.out(json ? `${JSON.stringify(data, null, 2)}\n` : ensureNewline(text())),
-    event: (data, text) => host.out(json ? `${JSON.stringify(data)}\n` : ensureNewline(text)),
+    result: (data, text) => host.out(json ? `${JSON.stringify(data, null, 2)}\n` : lines(text())),
+    event: (data, text) => host.out(json ? `${JSON.stringify(data)}\n` : lines(text)),
     note: (text) => {
-      if (!json) host.err(ensureNewline(text));
+      if (!json) host.err(lines(text));
     },
     warn: (error, outcome) =>
       host.err(json ? `${JSON.stringify({ ...error.problem(), outcome })}\n` : `${describeProblem(error).trimEnd()} (${outcome})\n`),
   };
 }
 
-function ensureNewline(text: string): string {
-  return text.endsWith('\n') ? text : `${text}\n`;
+/** The one line (plus one per issue) a problem takes on stderr, each part of it escaped. */
+export function describeProblem(error: CliError): string {
+  const p = error.problem();
+  const head = p.status === undefined ? clean(p.detail) : `${p.status} ${clean(p.code)}: ${clean(p.detail)}`;
+  const retry = p.retry_after_s === undefined ? '' : ` (retry after ${p.retry_after_s} s)`;
+  const issues = (p.issues ?? []).map((i) => `\n  ${clean(i.path) || '(request)'}: ${clean(i.message)}`).join('');
+  return `sluice: ${head}${retry}${issues}\n`;
+}
+
+/** Text for people as lines, each escaped (escaping twice changes nothing), ending with a newline. */
+function lines(text: string): string {
+  return `${text.replace(/\n$/, '').split('\n').map(clean).join('\n')}\n`;
 }
 
 export type Cell = string | number | null;
@@ -52,12 +63,18 @@ export function table(headers: string[], rows: Cell[][]): string {
   return [line(headers), ...cells.map(line)].join('\n');
 }
 
-/** Text with C0/C1 controls and DEL written as escapes, so it prints on one line, harmlessly. */
+/**
+ * Text written as escapes where a terminal would not show it as it is, so it prints on one
+ * line, harmlessly: controls (C0, DEL, C1: cursor moves, titles), format characters (Cf: bidi
+ * overrides and isolates that reorder what follows, direction marks, zero-width spaces and
+ * joiners, BOMs, tags) and the line and paragraph separators. Two keys that look alike show
+ * their difference; the price is that an emoji built with joiners shows its parts.
+ */
 export function clean(text: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+  return text.replace(/[\p{Cc}\p{Cf}\u2028\u2029]/gu, (c) => {
     const named: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
-    return named[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+    const code = c.codePointAt(0)!;
+    return named[c] ?? (code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`);
   });
 }
 

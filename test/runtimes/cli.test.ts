@@ -15,7 +15,7 @@ import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { contractProblem } from '../helpers/contract.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { type ReceivedPush, startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { type ReceivedPush, type Reply, startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 import { BIN, ROOT } from '../helpers/process.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
@@ -241,6 +241,42 @@ describe('sluice against the Node server', () => {
       const down = await sluice(as.reader, ['status', '--url', broken.url]);
       expect(down.code).toBe(3);
       expect(down.stderr).toMatch(/^sluice: 503 database_unavailable: .* \(retry after 1 s\)\n$/);
+    });
+  });
+
+  describe('what a server says', () => {
+    it('reaches the terminal escaped: a problem, its issues and a redirect, from a server that misbehaves', async () => {
+      const rogue = await startEndpoint();
+      rogue.reply(
+        (request): Reply =>
+          request.path === '/v1/tasks/1'
+            ? {
+                status: 400,
+                headers: { 'content-type': 'application/problem+json' },
+                body: JSON.stringify({
+                  code: 'bad\u001b[0m',
+                  detail: 'see \u001b]0;owned\u0007 \u202etxt.exe',
+                  issues: [{ path: 'id\u2066', message: 'no\u009b2J\u200f' }],
+                }),
+              }
+            : // Node sends U+009B as the byte 0x9b, which fetch reads back as U+009B (C1 CSI).
+              { status: 302, headers: { location: 'http://elsewhere/\u009b2J' } },
+      );
+      try {
+        const target: Target = { url: rogue.url, env: { SLUICE_URL: rogue.url, SLUICE_API_KEY: 'k' } };
+        const problem = await sluice(target, ['tasks', 'get', '1']);
+        expect(problem).toMatchObject({ code: 1, stdout: '' });
+        expect(problem.stderr).toBe(
+          'sluice: 400 bad\\u001b[0m: see \\u001b]0;owned\\u0007 \\u202etxt.exe\n  id\\u2066: no\\u009b2J\\u200f\n',
+        );
+        const redirect = await sluice(target, ['tasks', 'get', '2']);
+        expect(redirect.code).toBe(3);
+        expect(redirect.stderr).toBe(
+          `sluice: ${rogue.url}/v1/tasks/2 answered 302, redirecting to http://elsewhere/\\u009b2J: give that URL instead\n`,
+        );
+      } finally {
+        await rogue.close();
+      }
     });
   });
 

@@ -1,8 +1,8 @@
 /** The CLI's pure parts: its argument parser, terminal-safe text, and the succeeded counts it reads from /metrics. */
 import { describe, expect, it } from 'vitest';
 import { type CommandSpec, intFlag, parseTokens } from '../../src/cli/args.ts';
-import { UsageError } from '../../src/cli/errors.ts';
-import { clean, span, table } from '../../src/cli/output.ts';
+import { ApiError, UnreachableError, UsageError } from '../../src/cli/errors.ts';
+import { clean, describeProblem, span, table } from '../../src/cli/output.ts';
 import { parseRate, rateText } from '../../src/cli/rates.ts';
 import { parseSucceeded } from '../../src/cli/succeeded.ts';
 
@@ -48,6 +48,29 @@ describe('text for a terminal', () => {
   it('escapes control characters, C1 ones included, so task data cannot drive the terminal', () => {
     expect(clean('ok\u001b[2J\u009b31m\r\nnext\u007f')).toBe('ok\\u001b[2J\\u009b31m\\r\\nnext\\u007f');
     expect(table(['A', 'N'], [['x\ty', 7]])).toBe('A     N\nx\\ty  7');
+  });
+
+  it('escapes bidi overrides and invisible formatting, so text shows as it is, not as it poses', () => {
+    // "exe.txt" that is really "txt.exe"; an isolate; marks; a zero-width space; a BOM; a line
+    // separator; a tag character (astral).
+    expect(clean('a\u202etxt.exe')).toBe('a\\u202etxt.exe');
+    expect(clean('\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069\u200e\u200f')).toBe(
+      '\\u202a\\u202b\\u202c\\u202d\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f',
+    );
+    expect(clean('k\u200bey\ufeff\u2028\u{e0041}')).toBe('k\\u200bey\\ufeff\\u2028\\u{e0041}');
+    expect(clean('tenant/1 ü — 東京 ✓')).toBe('tenant/1 ü — 東京 ✓');
+  });
+
+  it('escapes what a server says in a problem: its code, detail, each issue and a redirect', () => {
+    const problem = new ApiError(
+      400,
+      'bad\u001b[0m',
+      'no \u001b]0;owned\u0007 way\u202e',
+      [{ path: 'a\u2066', message: 'm\u009b2J' }],
+      null,
+    );
+    expect(describeProblem(problem)).toBe('sluice: 400 bad\\u001b[0m: no \\u001b]0;owned\\u0007 way\\u202e\n  a\\u2066: m\\u009b2J\n');
+    expect(describeProblem(new UnreachableError('redirecting to http://x/\u009b2J'))).toBe('sluice: redirecting to http://x/\\u009b2J\n');
   });
 
   it('writes durations for people', () => {
