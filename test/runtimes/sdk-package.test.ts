@@ -179,14 +179,19 @@ async function filesIn(dir: string): Promise<string[]> {
 }
 
 describe('the packed SDK', () => {
-  it('holds ESM JavaScript with declarations, importing nothing but its own files and dependencies', async () => {
+  it('holds ESM JavaScript with declarations and its licence, importing nothing but its own files and dependencies', async () => {
     const installed = join(work, 'node/node_modules', manifest.name);
     const files = await filesIn(installed);
     expect(files).toContain('README.md');
     expect(files).toContain('dist/index.js');
-    for (const file of files) expect(file).toMatch(/^(package\.json|README\.md|dist\/[\w/-]+\.(js|d\.ts))$/);
-    // TypeScript reads the first condition that matches: `types` must come before `import`.
-    expect(manifest.exports['.']).toEqual({ types: './dist/index.d.ts', import: './dist/index.js' });
+    expect(files).toContain('LICENSE');
+    expect(await readFile(join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n\nCopyright \(c\) 2026 the Sluice authors\n/);
+    for (const file of files) expect(file).toMatch(/^(package\.json|README\.md|LICENSE|dist\/[\w/-]+\.(js|d\.ts))$/);
+    // TypeScript reads the first condition that matches: `types` must come before `import`;
+    // `default` serves require() (and any other condition).
+    expect(manifest.exports['.']).toEqual({ types: './dist/index.d.ts', import: './dist/index.js', default: './dist/index.js' });
+    // Ranges, so a project's own jose or @noble/hashes of the same major is shared, not doubled.
+    for (const range of Object.values(manifest.dependencies)) expect(range).toMatch(/^\^\d+\.\d+\.\d+$/);
     const modules = files.filter((f) => f.endsWith('.js'));
     for (const js of modules) expect(files).toContain(js.replace(/\.js$/, '.d.ts'));
 
@@ -200,6 +205,15 @@ describe('the packed SDK', () => {
         else expect(allowed, `${file} imports ${specifier}`).toContain(specifier!.replace(/^(@[^/]+\/[^/]+|[^@/][^/]*).*$/, '$1'));
       }
     }
+  });
+
+  it('loads with require() from CommonJS on Node 22', async () => {
+    const script =
+      "const sdk = require('@sluice/sdk'); console.log(process.versions.node, typeof sdk.createHandler, typeof sdk.SluiceClient)";
+    const { stdout } = await run(`${BIN}/node`, ['--input-type=commonjs', '-e', script], { cwd: join(work, 'node') });
+    const [version, ...kinds] = stdout.trim().split(' ');
+    expect(version).toMatch(/^22\./);
+    expect(kinds).toEqual(['function', 'function']);
   });
 
   it('type-checks a program that uses it, resolved as Node and as a bundler resolve it', async () => {
