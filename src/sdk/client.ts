@@ -1,6 +1,6 @@
 /**
- * The Sluice API client. Web-standard `fetch` only: runs on Node ≥ 22, Bun, Deno, Workers and
- * in browsers.
+ * The Sluice API client. Web-standard `fetch` only: runs on Node ≥ 22, Bun, Deno and Workers
+ * (not in browsers: the API sends no CORS headers).
  */
 import { SluiceApiError } from './errors.ts';
 import type {
