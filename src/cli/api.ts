@@ -3,22 +3,21 @@
  * error (and so the exit code) a script can act on. No retries: a command says what happened
  * and the caller decides (`tail` retries by itself).
  */
-import { ApiError, CliError, EXIT, type FieldIssue, UnreachableError } from './errors.ts';
+import { ApiError, CliError, type FieldIssue, stoppedExit, UnreachableError } from './errors.ts';
 import type { Stop } from './runtime.ts';
 
-/** The command was told to stop (Ctrl-C, or a closed stdout) while a request was in flight. */
+/** The command was told to stop (Ctrl-C, SIGTERM, a closed stdout) while a request was in flight. */
 export class Interrupted extends CliError {
   override name = 'Interrupted';
   readonly why: Stop;
   readonly exitCode: number;
   constructor(why: Stop) {
-    super('interrupted');
+    super(why === 'SIGTERM' ? 'terminated' : 'interrupted');
     this.why = why;
-    // The reader of the output went away: the command has nothing left to do, so it is done.
-    this.exitCode = why === 'closed' ? EXIT.ok : 130;
+    this.exitCode = stoppedExit(why);
   }
   problem() {
-    return { code: 'interrupted', detail: 'interrupted' };
+    return { code: 'interrupted', detail: this.message };
   }
 }
 
@@ -27,7 +26,7 @@ export interface ApiOptions {
   url: string;
   apiKey: string;
   timeoutMs: number;
-  /** Aborted on Ctrl-C or a closed stdout, with the `Stop` as its reason. */
+  /** Aborted on Ctrl-C, SIGTERM or a closed stdout, with the `Stop` as its reason. */
   signal: AbortSignal;
 }
 

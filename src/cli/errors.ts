@@ -1,4 +1,5 @@
 /** What can go wrong in the CLI, each with the exit code scripts see (listed in `sluice --help`). */
+import type { Stop } from './runtime.ts';
 
 export const EXIT = {
   ok: 0,
@@ -8,7 +9,16 @@ export const EXIT = {
   usage: 2,
   /** Sluice could not be reached, gave no answer in time, or failed (5xx). */
   unavailable: 3,
+  /** Ctrl-C: 128 + SIGINT's number, as a shell reports a process the signal ended. */
+  interrupted: 130,
+  /** SIGTERM: 128 + its number. */
+  terminated: 143,
 } as const;
+
+/** The exit code of a command told to stop: the signal's, or 0 when the reader of stdout went away. */
+export function stoppedExit(why: Stop): number {
+  return why === 'SIGINT' ? EXIT.interrupted : why === 'SIGTERM' ? EXIT.terminated : EXIT.ok;
+}
 
 export interface FieldIssue {
   path: string;

@@ -25,7 +25,8 @@ const EXIT_CODES = `Exit codes:
   1    the API refused the request (4xx): its status, code and detail are on stderr
   2    usage error (an unknown command or option, a missing or bad value, no URL or key): nothing was sent
   3    Sluice could not be reached, did not answer in time, or failed (5xx, such as 503 database_unavailable)
-  130  interrupted by Ctrl-C`;
+  130  interrupted by Ctrl-C
+  143  ended by SIGTERM (tail too)`;
 
 function mainHelp(commands: readonly Command[]): string {
   const usages = commands.map((c) => usageLine(c).replace(/^sluice /, ''));
@@ -83,7 +84,9 @@ async function run(host: Host, json: boolean): Promise<number> {
       signal: controller.signal,
     });
     await command.run({ api, out: makeOutput(host, json), signal: controller.signal }, parsed);
-    return EXIT.ok;
+    // A command that ends calmly when told to stop (tail) still reports a SIGTERM as one. Ctrl-C
+    // is how tail is meant to end, so that one is 0.
+    return controller.signal.reason === 'SIGTERM' ? EXIT.terminated : EXIT.ok;
   } finally {
     stop();
   }

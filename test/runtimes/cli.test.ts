@@ -136,6 +136,11 @@ function startTail(target: Target, args: string[], options: RunOptions = {}) {
       child.kill('SIGINT');
       return exited;
     },
+    /** SIGTERM, as a supervisor stops it: resolves with the exit code. */
+    terminate: () => {
+      child.kill('SIGTERM');
+      return exited;
+    },
     /** The reader of its output goes away, as `head` does once it has its lines. */
     closeOutput: () => child.stdout.destroy(),
     exited,
@@ -228,6 +233,39 @@ describe('sluice against the Node server', () => {
       const invalid = await sluice(as.admin, ['keys', 'set', 'q1', 'k', '--limit', '0']);
       expect(invalid.code).toBe(1);
       expect(invalid.stderr).toMatch(/^sluice: 400 invalid_request: .*\n {2}limit: /);
+    });
+
+    it('130 on Ctrl-C and 143 on SIGTERM while a request is in flight; 143 for tail on SIGTERM too', async () => {
+      const silent = await startEndpoint();
+      let answer!: () => void;
+      const answered = new Promise<Reply>((resolve) => {
+        answer = () => resolve({ status: 404 });
+      });
+      silent.reply(() => answered);
+      try {
+        const target: Target = { url: silent.url, env: { SLUICE_URL: silent.url, SLUICE_API_KEY: 'k' } };
+        for (const [signal, code, said] of [
+          ['SIGINT', 130, 'interrupted'],
+          ['SIGTERM', 143, 'terminated'],
+        ] as const) {
+          const { child, output, exited } = spawnCli(target, ['tasks', 'list']);
+          await silent.waitFor(signal === 'SIGINT' ? 1 : 2);
+          child.kill(signal);
+          expect(await exited, signal).toBe(code);
+          expect(output.stderr).toBe(`sluice: ${said}\n`);
+        }
+      } finally {
+        answer();
+        await silent.close();
+      }
+      await enqueue(as.writer, { queue: 'sigq', url: `${endpoint.url}/ok`, delay_ms: 600_000 });
+      const shim = [`${BIN}/node`, '--no-experimental-strip-types', 'src/cli/sluice.mjs'];
+      for (const command of [BIN_SLUICE, shim]) {
+        const tail = startTail(as.reader, ['--queue', 'sigq', '--lines', '1'], { command });
+        await tail.waitFor((l) => /\brecent\b/.test(l), 'the queued task');
+        expect(await tail.terminate(), command.join(' ')).toBe(143);
+        expect(tail.stderr()).toBe('');
+      }
     });
 
     it('3 when Sluice cannot be reached, or fails (5xx)', async () => {
