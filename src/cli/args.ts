@@ -164,7 +164,7 @@ export function commandHelp<C>(command: CommandSpec<C>): string {
     'Options of every command:',
     flagLines(GLOBAL_FLAGS),
     '',
-    'Exit codes: 0 done, 1 refused by the API (4xx), 2 usage error, 3 unreachable or failed (5xx), 130 Ctrl-C, 143 SIGTERM.',
+    'Exit codes: 0 done, 1 refused by the API (4xx), 2 usage error, 3 unreachable or failed (5xx), 4 internal error, 130 Ctrl-C, 143 SIGTERM.',
     '',
   ].join('\n');
 }

@@ -9,6 +9,8 @@ export const EXIT = {
   usage: 2,
   /** Sluice could not be reached, gave no answer in time, or failed (5xx). */
   unavailable: 3,
+  /** A bug in the CLI, or an answer it could not make sense of: not the API's refusal. */
+  internal: 4,
   /** Ctrl-C: 128 + SIGINT's number, as a shell reports a process the signal ended. */
   interrupted: 130,
   /** SIGTERM: 128 + its number. */
@@ -32,6 +34,8 @@ export interface ProblemOut {
   detail: string;
   issues?: FieldIssue[];
   retry_after_s?: number;
+  /** Only for an internal error: where it happened. */
+  stack?: string;
 }
 
 export abstract class CliError extends Error {
@@ -80,5 +84,18 @@ export class UnreachableError extends CliError {
   readonly exitCode = EXIT.unavailable;
   problem(): ProblemOut {
     return { code: 'unreachable', detail: this.message };
+  }
+}
+
+/** Anything else thrown: reported with its stack, under a code of its own (1 is the API's refusal). */
+export class InternalError extends CliError {
+  override name = 'InternalError';
+  readonly exitCode = EXIT.internal;
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause), { cause });
+  }
+  problem(): ProblemOut {
+    const stack = this.cause instanceof Error ? this.cause.stack : undefined;
+    return { code: 'internal', detail: this.message, ...(stack === undefined ? {} : { stack }) };
   }
 }

@@ -16,7 +16,7 @@ import {
 } from './args.ts';
 import { COMMANDS } from './commands/index.ts';
 import type { Command } from './context.ts';
-import { CliError, EXIT, UsageError } from './errors.ts';
+import { CliError, EXIT, InternalError, UsageError } from './errors.ts';
 import { describeProblem, makeOutput } from './output.ts';
 import { type Host, processHost, setExitCode } from './runtime.ts';
 
@@ -25,6 +25,7 @@ const EXIT_CODES = `Exit codes:
   1    the API refused the request (4xx): its status, code and detail are on stderr
   2    usage error (an unknown command or option, a missing or bad value, no URL or key): nothing was sent
   3    Sluice could not be reached, did not answer in time, or failed (5xx, such as 503 database_unavailable)
+  4    internal error: a bug in sluice, or an answer it could not make sense of (its stack is on stderr)
   130  interrupted by Ctrl-C
   143  ended by SIGTERM (tail too)`;
 
@@ -55,8 +56,8 @@ export async function main(host: Host): Promise<number> {
   const json = host.args.includes('--json');
   try {
     return await run(host, json);
-  } catch (error) {
-    if (!(error instanceof CliError)) throw error;
+  } catch (thrown) {
+    const error = thrown instanceof CliError ? thrown : new InternalError(thrown);
     // A reader that went away is told nothing: it asked for no more.
     if (!(error instanceof Interrupted && error.why === 'closed')) {
       host.err(json ? `${JSON.stringify(error.problem())}\n` : describeProblem(error));

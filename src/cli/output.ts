@@ -32,9 +32,13 @@ export function makeOutput(host: Host, json: boolean): Output {
   };
 }
 
-/** The one line (plus one per issue) a problem takes on stderr, each part of it escaped. */
+/** The one line (plus one per issue, or per frame of an internal error's stack) a problem takes on stderr, escaped. */
 export function describeProblem(error: CliError): string {
   const p = error.problem();
+  if (p.code === 'internal') {
+    const frames = (p.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
+    return `sluice: internal error (a bug: please report it): ${lines([clean(p.detail), ...frames].join('\n'))}`;
+  }
   const head = p.status === undefined ? clean(p.detail) : `${p.status} ${clean(p.code)}: ${clean(p.detail)}`;
   const retry = p.retry_after_s === undefined ? '' : ` (retry after ${p.retry_after_s} s)`;
   const issues = (p.issues ?? []).map((i) => `\n  ${clean(i.path) || '(request)'}: ${clean(i.message)}`).join('');

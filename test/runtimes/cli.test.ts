@@ -188,7 +188,9 @@ describe('sluice against the Node server', () => {
       const main = await sluice(as.reader, ['--help']);
       expect(main.code).toBe(0);
       for (const c of COMMANDS) expect(main.stdout).toContain(c.words.join(' '));
-      expect(main.stdout).toMatch(/Exit codes:[\s\S]*\b1\b.*4xx[\s\S]*\b2\b.*usage[\s\S]*\b3\b.*5xx/);
+      expect(main.stdout).toMatch(
+        /Exit codes:[\s\S]*\b1\b.*4xx[\s\S]*\b2\b.*usage[\s\S]*\b3\b.*5xx[\s\S]*\b4\b.*internal[\s\S]*\b143\b.*SIGTERM/,
+      );
       const helps = await Promise.all(COMMANDS.map((c) => sluice(as.reader, [...c.words, '--help'], { env: { SLUICE_URL: '' } })));
       COMMANDS.forEach((c, i) => {
         expect(helps[i]!.code, c.words.join(' ')).toBe(0);
@@ -265,6 +267,27 @@ describe('sluice against the Node server', () => {
         await tail.waitFor((l) => /\brecent\b/.test(l), 'the queued task');
         expect(await tail.terminate(), command.join(' ')).toBe(143);
         expect(tail.stderr()).toBe('');
+      }
+    });
+
+    it("4 for an internal error, with its stack: here an answer shaped unlike the API's", async () => {
+      const odd = await startEndpoint();
+      odd.reply(() => ({ status: 200, headers: { 'content-type': 'application/json' }, body: '{}' }));
+      try {
+        const target: Target = { url: odd.url, env: { SLUICE_URL: odd.url, SLUICE_API_KEY: 'k' } };
+        const text = await sluice(target, ['tasks', 'get', '1']);
+        expect(text).toMatchObject({ code: 4, stdout: '' });
+        expect(text.stderr).toMatch(
+          /^sluice: internal error \(a bug: please report it\): TypeError: .*\n {4}at [\s\S]*src\/cli\/commands\/tasks\.ts:/,
+        );
+        const asJson = await sluice(target, ['tasks', 'get', '1', '--json']);
+        expect(asJson.code).toBe(0); // --json passes the answer through untouched
+        const listed = await sluice(target, ['tasks', 'list', '--json']);
+        expect(listed.code).toBe(4);
+        expect(JSON.parse(listed.stderr)).toMatchObject({ code: 'internal', detail: expect.stringMatching(/^TypeError: /) });
+        expect(JSON.parse(listed.stderr).stack).toMatch(/\n {4}at /);
+      } finally {
+        await odd.close();
       }
     });
 
