@@ -440,6 +440,28 @@ describe('sluice against the Node server', () => {
       expect((await sluice(as.admin, ['keys', 'set', 'kq', '', '--limit', '2'])).code).toBe(2);
     });
 
+    it('refuses keys and other path parts named "." or "..", which URLs read as folders, sending nothing', async () => {
+      await json(sluice(as.admin, ['queues', 'set', 'dotq', '--concurrency', '3', '--json']));
+      // Sent, they were other requests: `keys clear dotq ..` a DELETE of /v1/queues/dotq/, which
+      // this server answers 404, no route; a laxer router would have reset the queue.
+      const cases: Array<[string[], RegExp]> = [
+        [['keys', 'clear', 'dotq', '..'], /^sluice: the key "\.\." cannot be named in the API's path/],
+        [['keys', 'set', 'dotq', '..', '--limit', '3'], /^sluice: the key "\.\." cannot be named/],
+        [['keys', 'set', 'dotq', '.', '--limit', '3'], /^sluice: the key "\." cannot be named/],
+        [['lease', 'release', 'dotq', '..', '--force'], /^sluice: "\.\." cannot be sent as a part of a URL path/],
+        [['tasks', 'get', '.'], /^sluice: "\." cannot be sent as a part of a URL path/],
+        [['tasks', 'retry', '.'], /^sluice: "\." cannot be sent/],
+        [['status', '..'], /^sluice: "\.\." cannot be sent/],
+      ];
+      for (const [args, message] of cases) {
+        const r = await sluice(as.admin, args);
+        expect(r.code, args.join(' ')).toBe(2);
+        expect(r.stderr, args.join(' ')).toMatch(message);
+      }
+      expect(await row('select options from sluice.queues where name = $1', ['dotq'])).toEqual({ options: { concurrency: 3 } });
+      expect(await row('select count(*)::int as n from sluice.key_limits where queue = $1', ['dotq'])).toEqual({ n: 0 });
+    });
+
     it('lease release frees a held lease only with --force', async () => {
       const id = await enqueue(as.writer, { queue: 'stuck', url: `${endpoint.url}/keep`, lease_ms: 600_000, timeout_ms: 5_000 });
       const lease = await until(async () => (await taskRow(id))?.lease_id as string | null, 'the lease');

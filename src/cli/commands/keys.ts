@@ -3,10 +3,18 @@ import { intFlag } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';
 
-/** The path of a key's limit. The empty key (what `key_from` gives a task without the field) has no path segment. */
+/**
+ * The path of a key's limit. Some keys cannot be named in it: the empty key (what `key_from`
+ * gives a task without the field) has no path segment, and "." and ".." are folders to a URL.
+ */
 function keyPath(queue: string, key: string): string {
   if (key === '') {
     throw new UsageError("the empty key cannot be named in the API's path: set the queue's --key-concurrency instead");
+  }
+  if (key === '.' || key === '..') {
+    throw new UsageError(
+      `the key ${JSON.stringify(key)} cannot be named in the API's path, where it names a folder (encoded too): its limit comes from its first task's concurrency_limit, else the queue's --key-concurrency`,
+    );
   }
   return `/v1/queues/${seg(queue)}/keys/${seg(key)}`;
 }
