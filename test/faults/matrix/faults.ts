@@ -62,12 +62,20 @@ function replace(ctx: FaultContext, env: Record<string, string> | undefined): vo
   void sleep(1_000).then(() => ctx.cluster.start(env));
 }
 
-/** Freezes `p` (SIGSTOP) until `check` finds what it looks for, then kills it; else thaws it and tries again. */
-async function killWhen(p: SluiceProcess, what: string, check: () => Promise<string[]>): Promise<{ at: number; found: string[] }> {
+/**
+ * Freezes `p` (SIGSTOP) until `check` finds at least `want` of what it looks for (after 100
+ * tries, one will do), then kills it; else thaws it and tries again.
+ */
+async function killWhen(
+  p: SluiceProcess,
+  what: string,
+  check: () => Promise<string[]>,
+  want = 1,
+): Promise<{ at: number; found: string[] }> {
   for (let tries = 0; tries < 200; tries++) {
     p.child.kill('SIGSTOP');
     const found = await check();
-    if (found.length > 0) {
+    if (found.length >= (tries < 100 ? want : 1)) {
       const at = wallNow();
       p.child.kill('SIGKILL');
       return { at, found };
@@ -167,11 +175,16 @@ export const FAULTS: Fault[] = [
     async inject(ctx) {
       const [victim] = ctx.cluster.processes;
       // Frozen, it reads no answer: its pushes that had arrived and were not yet answered are cut.
-      const { at, found } = await killWhen(victim!, 'with a push in flight', async () => {
-        const stoppedAt = wallNow();
-        const mine = await victim!.portsTo(ctx.endpoint.port);
-        return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
-      });
+      const { at, found } = await killWhen(
+        victim!,
+        'with a push in flight',
+        async () => {
+          const stoppedAt = wallNow();
+          const mine = await victim!.portsTo(ctx.endpoint.port);
+          return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
+        },
+        3,
+      );
       replace(ctx, undefined);
       return {
         window: { startMs: at, endMs: at },

@@ -15,6 +15,7 @@ import type { Database } from './cluster.ts';
 import { wallNow } from './endpoint.ts';
 import { type Injected, LEASE_MS, PUSH_TIMEOUT_MS, restartPostgres } from './faults.ts';
 import { drive, LIMITS, type RunResult, type RunSetup } from './scenario.ts';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 export const CRON_MS = 10_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -23,6 +24,8 @@ export interface WorkerContext {
   db: Database;
   admin: pg.Pool;
   proxy: RunningProxy;
+  /** The network between Neon's stand-in and Postgres. */
+  network: TcpProxy;
   /** Stops workerd at once (whatever its invocations were doing) and starts it again; `wipe` loses the Durable Objects' storage. */
   restart(wipe: boolean): Promise<void>;
   /** Resolves when no push has arrived for `quietMs`: the shards are idle. */
@@ -51,6 +54,17 @@ export const WORKER_FAULTS: WorkerFault[] = [
         await sleep(500);
       }
       return { window: { startMs, endMs: wallNow() }, note: `${cut} connections cut` };
+    },
+  },
+  {
+    name: 'worker-network-stall',
+    title: "the network between Neon's proxy and Postgres stalled mid-drain: no byte moves, 5 s",
+    async inject(ctx) {
+      const startMs = wallNow();
+      ctx.network.stall();
+      await sleep(5_000);
+      ctx.network.heal();
+      return { window: { startMs, endMs: wallNow() } };
     },
   },
   {
@@ -94,8 +108,13 @@ export async function runWorkerFault(
   setup: RunSetup & { pgPort: number },
   items: number,
 ): Promise<RunResult & { fault: WorkerFault }> {
+  // Neon's stand-in reaches Postgres through the matrix's TCP proxy, so the network between
+  // them can be cut or stalled too; the Worker names the proxy's address in DATABASE_URL.
+  const network = await startTcpProxy({ host: '127.0.0.1', port: setup.pgPort });
+  const databaseUrl = new URL(setup.db.url);
+  databaseUrl.port = String(network.port);
   const [proxy, script, port, store] = await Promise.all([
-    startWsProxy({ host: '127.0.0.1', port: setup.pgPort }),
+    startWsProxy({ host: '127.0.0.1', port: network.port }),
     bundleWorker(),
     freePort(),
     mkdtemp(join(tmpdir(), 'sluice-faults-do-')),
@@ -103,7 +122,7 @@ export async function runWorkerFault(
   let persist = store;
   const vars = {
     ...setup.env,
-    DATABASE_URL: setup.db.url,
+    DATABASE_URL: databaseUrl.toString(),
     SLUICE_NEON_WS_PROXY: proxy.address,
     SLUICE_CLUSTER_CAP: String(LIMITS.cluster),
     SLUICE_QUEUES: JSON.stringify(LIMITS.queues),
@@ -121,6 +140,7 @@ export async function runWorkerFault(
     db: setup.db,
     admin,
     proxy,
+    network,
     async restart(wipe) {
       const old = worker;
       worker = null;
@@ -153,7 +173,7 @@ export async function runWorkerFault(
   } finally {
     clearInterval(cron);
     await (worker as RunningWorker | null)?.close();
-    await Promise.all([proxy.close(), admin.end()]);
+    await Promise.all([proxy.close(), admin.end(), network.close()]);
     await Promise.all([rm(store, { recursive: true, force: true }), rm(persist, { recursive: true, force: true })]);
   }
 }
