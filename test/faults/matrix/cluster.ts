@@ -52,6 +52,7 @@ export async function startCluster(db: Database, baseEnv: Record<string, string>
   admin.on('error', () => {});
   const processes: SluiceProcess[] = [];
   let turn = 0;
+  let closed = false;
 
   const cluster: Cluster = {
     proxy,
@@ -65,6 +66,7 @@ export async function startCluster(db: Database, baseEnv: Record<string, string>
       return p.url;
     },
     async start(env = {}) {
+      if (closed) throw new Error('the run is over');
       const port = await freePort();
       const all = { ...baseEnv, DATABASE_URL: through.toString(), PORT: String(port), ...env };
       const args = env.SLUICE_FAULT_CLOCK_SKEW_MS ? ['--import', SKEWED_CLOCK, 'src/node/serve.ts'] : ['src/node/serve.ts'];
@@ -74,6 +76,8 @@ export async function startCluster(db: Database, baseEnv: Record<string, string>
       child.stderr?.resume();
       const p: SluiceProcess = { url: `http://127.0.0.1:${port}`, child, portsTo: (to) => localPortsTo(child.pid!, to) };
       processes.push(p);
+      // Started while the run was closing: stop it with the others.
+      if (closed) await cluster.stopAll();
       return p;
     },
     kill(p) {
@@ -92,6 +96,7 @@ export async function startCluster(db: Database, baseEnv: Record<string, string>
       );
     },
     async close() {
+      closed = true;
       await cluster.stopAll();
       await admin.end();
       await proxy.close();

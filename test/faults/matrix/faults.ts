@@ -59,7 +59,9 @@ async function windowOf(open: (on: boolean) => void, during: () => Promise<void>
 
 /** Replaces a killed process after a second, as a supervisor would. */
 function replace(ctx: FaultContext, env: Record<string, string> | undefined): void {
-  void sleep(1_000).then(() => ctx.cluster.start(env));
+  void sleep(1_000)
+    .then(() => ctx.cluster.start(env))
+    .catch((error: unknown) => ctx.log(`  the replacement did not start: ${(error as Error).message}`));
 }
 
 /**

@@ -51,6 +51,7 @@ export function taskFor(url: string, extra: Record<string, unknown> = {}) {
 }
 
 export async function runFault(fault: Fault, setup: RunSetup, items: number): Promise<RunResult> {
+  if (fault.restartsPostgres && !setup.db.restart) throw new Error(`${fault.name} restarts Postgres: run it on the matrix's own`);
   const cluster = await startCluster(setup.db, {
     ...setup.env,
     SLUICE_CLUSTER_CAP: String(LIMITS.cluster),

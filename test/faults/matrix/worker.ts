@@ -108,6 +108,7 @@ export async function runWorkerFault(
   setup: RunSetup & { pgPort: number },
   items: number,
 ): Promise<RunResult & { fault: WorkerFault }> {
+  if (fault.restartsPostgres && !setup.db.restart) throw new Error(`${fault.name} restarts Postgres: run it on the matrix's own`);
   // Neon's stand-in reaches Postgres through the matrix's TCP proxy, so the network between
   // them can be cut or stalled too; the Worker names the proxy's address in DATABASE_URL.
   const network = await startTcpProxy({ host: '127.0.0.1', port: setup.pgPort });
