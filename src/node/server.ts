@@ -132,7 +132,8 @@ export async function startNodeSluice(options: {
   // One count at a time: a slow one (a large table) is not joined by the next.
   let counting: Promise<void> | null = null;
   const countTasks = () => {
-    counting ??= withDbRetry(() => taskCountsRefresh(dispatchDb))
+    if (counting) return;
+    counting = withDbRetry(() => taskCountsRefresh(dispatchDb))
       .catch((e) => console.error('sluice: counting tasks failed', e))
       .finally(() => {
         counting = null;

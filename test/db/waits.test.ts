@@ -236,7 +236,8 @@ describe('waits that together would never end', () => {
   it('a fan-out past what a queue can lend: the wait that would shut the queue is refused, and everything ends', async () => {
     // Children come due later, so all four parents run (two at a time) and wait first.
     const parents: string[] = [];
-    for (let i = 0; i < 4; i++) parents.push(await enqueue({ queue: 'duo', body: { family: { children: [{ queue: 'duo', delay_ms: 300 }] } } }));
+    for (let i = 0; i < 4; i++)
+      parents.push(await enqueue({ queue: 'duo', body: { family: { children: [{ queue: 'duo', delay_ms: 300 }] } } }));
     await allFinished(parents);
     const refused = waits.filter((w) => w.status !== 200);
     expect(refused.every((w) => w.answer.code === 'recursive_wait_deadlock')).toBe(true);
