@@ -352,9 +352,9 @@ describe('sluice against the Node server', () => {
         counts: { pending: 2, leased: 0, waiting: 0, dead: 0 },
       });
       const text = await sluice(as.reader, ['status']);
-      expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +DEAD +SUCCEEDED +CONCURRENCY/);
+      expect(text.stdout).toMatch(/^QUEUE +PENDING +LEASED +WAITING +DEAD +SUCCEEDED +CONCURRENCY/);
       expect(text.stdout).toMatch(
-        /\nenvq +2 +0 +0 +- +7 \(env\) +none \(default\) +none \(default\) +none \(default\) +0 \(default\) +no \(default\)\n/,
+        /\nenvq +2 +0 +0 +0 +- +7 \(env\) +none \(default\) +none \(default\) +none \(default\) +0 \(default\) +no \(default\)\n/,
       );
       // Succeeded tasks come from GET /metrics, which a reader's key may not see.
       expect(text.stderr).toBe('sluice: succeeded counts need a key with metrics:read or admin (they come from GET /metrics)\n');
@@ -402,7 +402,7 @@ describe('sluice against the Node server', () => {
       expect(all.queues.find((q) => q.name === 'doneq')!.counts).toEqual({ pending: 0, leased: 0, waiting: 0, dead: 0, succeeded: 2 });
       expect(Date.parse(all.succeeded_counted_at)).not.toBeNaN();
       const one = await sluice(as.admin, ['status', 'doneq']);
-      expect(one.stdout).toMatch(/tasks +0 pending, 0 leased, 0 dead, 2 succeeded\n/);
+      expect(one.stdout).toMatch(/tasks +0 pending, 0 leased, 0 waiting, 0 dead, 2 succeeded\n/);
       expect(one.stdout).toMatch(/\nsucceeded: within the retention window, as counted \d+m?s ago\n/);
       const reader = await json<{ queue: { counts: object }; succeeded_counted_at: null }>(
         sluice(as.reader, ['status', 'doneq', '--json']),

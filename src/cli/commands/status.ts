@@ -70,11 +70,25 @@ function succeededNote(succeeded: Succeeded): string {
 
 function queuesTable(queues: CountedQueue[]): string {
   return table(
-    ['QUEUE', 'PENDING', 'LEASED', 'DEAD', 'SUCCEEDED', 'CONCURRENCY', 'KEY CONCURRENCY', 'RATE', 'KEY RATE', 'PRIORITY', 'PAUSED'],
+    [
+      'QUEUE',
+      'PENDING',
+      'LEASED',
+      'WAITING',
+      'DEAD',
+      'SUCCEEDED',
+      'CONCURRENCY',
+      'KEY CONCURRENCY',
+      'RATE',
+      'KEY RATE',
+      'PRIORITY',
+      'PAUSED',
+    ],
     queues.map((q) => [
       q.name,
       q.counts.pending,
       q.counts.leased,
+      q.counts.waiting,
       q.counts.dead,
       q.counts.succeeded,
       sourced(q.concurrency),
@@ -91,7 +105,10 @@ function queuesTable(queues: CountedQueue[]): string {
 export function queueReport(q: RatedQueue | CountedQueue): string {
   const done = (q as Partial<CountedQueue>).counts?.succeeded ?? null;
   const rows: Array<[string, string]> = [
-    ['tasks', `${q.counts.pending} pending, ${q.counts.leased} leased, ${q.counts.dead} dead${done === null ? '' : `, ${done} succeeded`}`],
+    [
+      'tasks',
+      `${q.counts.pending} pending, ${q.counts.leased} leased, ${q.counts.waiting} waiting, ${q.counts.dead} dead${done === null ? '' : `, ${done} succeeded`}`,
+    ],
     ['concurrency', sourced(q.concurrency)],
     ['key concurrency', sourced(q.key_concurrency)],
     ['rate', rateSetting(q.rate)],
