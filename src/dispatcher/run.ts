@@ -327,8 +327,11 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         meter.add('claim_passes');
         for (const task of batch) {
           meter.add('acquired', task.queue);
-          // A first push only: a resume after a wait for children keeps its old due time.
-          if (task.attempts === 1 && task.resumes === 0) meter.observe('due_to_push', task.queue, (now() - task.runAt.getTime()) / 1000);
+          // A first push only (a resume after a wait for children keeps its old due time), on the
+          // database's clock at both ends: its claim, which the push follows at once.
+          if (task.attempts === 1 && task.resumes === 0) {
+            meter.observe('due_to_push', task.queue, (task.lease.leasedAt.getTime() - task.runAt.getTime()) / 1000);
+          }
         }
         lastPassFull = batch.length === want;
         if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
