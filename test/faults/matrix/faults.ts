@@ -174,8 +174,12 @@ export const FAULTS: Fault[] = [
   {
     name: 'kill-mid-push',
     title: 'dispatcher killed (kill -9) mid-push',
-    async inject(ctx) {
+    // While the kill is tried, pushes take 400 ms (still within the timeout), so a stop finds
+    // some in flight: at 5 ms each a freeze could miss them all until the drain ended.
+    behave: (_push, faulty) => (faulty() ? { kind: 'ok', ms: 400 } : OK),
+    async inject(ctx, open) {
       const [victim] = ctx.cluster.processes;
+      open(true);
       // Frozen, it reads no answer: its pushes that had arrived and were not yet answered are cut.
       const { at, found } = await killWhen(
         victim!,
@@ -186,7 +190,7 @@ export const FAULTS: Fault[] = [
           return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
         },
         3,
-      );
+      ).finally(() => open(false));
       replace(ctx, undefined);
       return {
         window: { startMs: at, endMs: at },
