@@ -147,14 +147,17 @@ const rateInUse = {
   required: ['value', 'source', 'used'],
 };
 
+/** Tasks waiting on children that still hold a slot of the level; the claim counts them with `active`. */
+const waitingHolders = { ...int, description: 'Tasks waiting on children that hold a slot here (they did not lend it to a child).' };
+
 /** Who holds a queue's slots, per level and key (src/api/routes/queues.ts, `/concurrency`). */
 const queueConcurrency = {
   type: 'object',
   properties: {
     queue: str,
     cluster: level(),
-    queue_level: level({ paused: { type: 'boolean' }, rate: rateInUse }),
-    keys: { type: 'array', items: level({ key: str, rate: rateInUse, slots: { type: 'array', items: slot } }) },
+    queue_level: level({ paused: { type: 'boolean' }, rate: rateInUse, waiting: waitingHolders }),
+    keys: { type: 'array', items: level({ key: str, rate: rateInUse, waiting: waitingHolders, slots: { type: 'array', items: slot } }) },
     keyless: { type: 'object', properties: { active: int, slots: { type: 'array', items: slot } }, required: ['active', 'slots'] },
   },
   required: ['queue', 'cluster', 'queue_level', 'keys', 'keyless'],

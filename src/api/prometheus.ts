@@ -60,7 +60,13 @@ function counted(def: MetricDefinition, rows: MetricsRead['counters']): string[]
 /** The whole exposition. */
 export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<string, QueueOverride>): string {
   const queues = [
-    ...new Set([...Object.keys(config.queues), ...overrides.keys(), ...read.leased.keys(), ...read.taskCounts.map((c) => c.queue)]),
+    ...new Set([
+      ...Object.keys(config.queues),
+      ...overrides.keys(),
+      ...read.leased.keys(),
+      ...read.waiting.keys(),
+      ...read.taskCounts.map((c) => c.queue),
+    ]),
   ].sort();
   const limits = new Map(queues.map((q) => [q, resolveQueueLimits(config.queues[q], overrides.get(q)?.settings ?? null)]));
   const clusterActive = [...read.leased.values()].reduce((a, b) => a + b, 0);
@@ -91,6 +97,12 @@ export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<
       'gauge',
       "Live leases per queue: the queue's slots held now.",
       queues.map((q) => sample('sluice_queue_slots_active', { queue: q }, read.leased.get(q) ?? 0)),
+    ),
+    ...family(
+      'sluice_queue_slots_waiting',
+      'gauge',
+      "Tasks waiting on children that still hold the queue's slot (they did not lend it to a child); the claim counts them with the active ones.",
+      queues.map((q) => sample('sluice_queue_slots_waiting', { queue: q }, read.waiting.get(q) ?? 0)),
     ),
     ...family(
       'sluice_queue_slots_limit',

@@ -99,9 +99,10 @@ export interface ConcurrencyPicture {
   queue: string;
   now: Date;
   cluster: SlotLevel;
-  queueLevel: SlotLevel & { paused: boolean; rate: RateLevel };
-  /** Keys with a limit or a holder, by name. */
-  keys: Array<SlotLevel & { key: string; rate: RateLevel; holders: SlotHolder[] }>;
+  /** `waiting`: tasks waiting on children that hold a slot here (they did not lend it); the claim counts them with `active`. */
+  queueLevel: SlotLevel & { paused: boolean; rate: RateLevel; waiting: number };
+  /** Keys with a limit, a holder or a waiting task, by name. */
+  keys: Array<SlotLevel & { key: string; rate: RateLevel; waiting: number; holders: SlotHolder[] }>;
   keyless: SlotHolder[];
 }
 
@@ -114,7 +115,8 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
     if (h.concurrencyKey === null) keyless.push(h);
     else byKey.set(h.concurrencyKey, [...(byKey.get(h.concurrencyKey) ?? []), h]);
   }
-  const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys()])].sort();
+  const waitingKeys = snapshot.waiting.flatMap((w) => (w.concurrencyKey === null ? [] : [w.concurrencyKey]));
+  const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys])].sort();
   return {
     queue: name,
     now: snapshot.now,
@@ -125,6 +127,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
       active: snapshot.holders.length,
       paused: limits.paused.value,
       rate: { ...limits.rate, used: snapshot.rateUsed.get('*') ?? 0 },
+      waiting: snapshot.waiting.filter((w) => !w.lentQueue).length,
     },
     keys: keys.map((key) => {
       const inputs = snapshot.keyLimits.get(key);
@@ -137,6 +140,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
         source: limit.source,
         active: holders.length,
         rate: { ...rate, used: snapshot.rateUsed.get(key) ?? 0 },
+        waiting: snapshot.waiting.filter((w) => w.concurrencyKey === key && !w.lentKey).length,
         holders,
       };
     }),

@@ -66,6 +66,8 @@ export interface MetricsRead {
   countedAt: Date | null;
   /** Live leases (unexpired) per queue: slots held now. */
   leased: Map<string, number>;
+  /** Tasks waiting on children that hold their queue's slot (did not lend it), per queue. */
+  waiting: Map<string, number>;
   /** Per queue, the keys holding the most slots (at most `topKeys` each). */
   keys: KeySlots[];
 }
@@ -76,6 +78,7 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     counters: CounterRow[] | null;
     counts: Array<{ queue: string; status: string; n: number; counted_at: string }> | null;
     leased: Array<{ queue: string; n: number }> | null;
+    waiting: Array<{ queue: string; n: number }> | null;
     keys: Array<{ queue: string; key: string; n: number; override: number | null; task_limit: number | null }> | null;
   }>(
     `with live as (
@@ -91,6 +94,8 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
        (select json_agg(json_build_object('metric', metric, 'queue', queue, 'label', label, 'value', value)) from sluice.counters) as counters,
        (select json_agg(json_build_object('queue', queue, 'status', status, 'n', n, 'counted_at', counted_at)) from sluice.task_counts) as counts,
        (select json_agg(json_build_object('queue', queue, 'n', n)) from (select queue, sum(n)::int as n from live group by queue) q) as leased,
+       (select json_agg(json_build_object('queue', queue, 'n', n))
+          from (select queue, count(*)::int as n from sluice.tasks where status = 'waiting' and not lent_queue group by queue) w) as waiting,
        (select json_agg(json_build_object('queue', t.queue, 'key', substr(t.lane, 3), 'n', t.n, 'override', kl."limit", 'task_limit', k.task_limit))
           from top t
           left join sluice.keys k on k.queue = t.queue and k.lane = t.lane
@@ -104,6 +109,7 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     taskCounts: counts.map(({ queue, status, n }) => ({ queue, status, n: Number(n) })),
     countedAt: countedAt === null ? null : new Date(countedAt),
     leased: new Map((row?.leased ?? []).map((l) => [l.queue, l.n])),
+    waiting: new Map((row?.waiting ?? []).map((w) => [w.queue, w.n])),
     keys: (row?.keys ?? []).map((k) => ({ queue: k.queue, key: k.key, active: k.n, override: k.override, taskLimit: k.task_limit })),
   };
 }

@@ -124,6 +124,8 @@ export interface ConcurrencySnapshot {
   keyLimits: Map<string, { taskLimit: number | null; override: number | null; taskRate: Rate | null }>;
   /** Rate-limit grants still inside their period, per key ('*': the queue's own). */
   rateUsed: Map<string, number>;
+  /** Waiting tasks (waits on children) and which of their slots they lent to a child. */
+  waiting: Array<{ taskId: string; concurrencyKey: string | null; lentQueue: boolean; lentKey: boolean }>;
 }
 
 /** Who holds the queue's slots, and the per-key limit inputs, in one consistent read. */
@@ -147,6 +149,7 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
       rate_period_ms: number | null;
     }> | null;
     rate_used: Record<string, number> | null;
+    waiting: Array<{ task_id: string; concurrency_key: string | null; lent_queue: boolean; lent_key: boolean }> | null;
   }>(
     `select now() as now,
        (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
@@ -160,7 +163,10 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
           full join (select concurrency_key, "limit" from sluice.key_limits where queue = $1) l on l.concurrency_key = k.key
           where k.task_limit is not null or l."limit" is not null or k.task_rate_limit is not null) as keys,
        (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end, n)
-          from (select lane, count(*)::int as n from sluice.rate_grants where queue = $1 and until > now() group by lane) g) as rate_used`,
+          from (select lane, count(*)::int as n from sluice.rate_grants where queue = $1 and until > now() group by lane) g) as rate_used,
+       (select json_agg(json_build_object('task_id', id::text, 'concurrency_key', concurrency_key, 'lent_queue', lent_queue, 'lent_key', lent_key)
+                        order by id)
+          from sluice.tasks where status = 'waiting' and queue = $1) as waiting`,
     [queue],
   );
   const row = rows[0]!;
@@ -186,6 +192,12 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
       ]),
     ),
     rateUsed: new Map(Object.entries(row.rate_used ?? {})),
+    waiting: (row.waiting ?? []).map((w) => ({
+      taskId: w.task_id,
+      concurrencyKey: w.concurrency_key,
+      lentQueue: w.lent_queue,
+      lentKey: w.lent_key,
+    })),
   };
 }
 

@@ -110,6 +110,9 @@ describe('waits on children', () => {
     const parent = await enqueue({ queue: 'solo', body: { family: { children: [{ queue: 'kids', delay_ms: 300 }] } } });
     await endpoint.waitFor(1);
     await expect.poll(async () => (await api(`/v1/tasks/${parent}`)).json.status).toBe('waiting');
+    // Shown where its slot is: no lease, one waiting task holding the queue's only slot.
+    const { json: slots } = await api('/v1/queues/solo/concurrency');
+    expect(slots.queue_level).toMatchObject({ limit: 1, active: 0, waiting: 1 });
     const other = await enqueue({ queue: 'solo', url: `${endpoint.url}/other` });
     await settled(other);
     const order = endpoint.received.map((p) => `${p.path}${p.headers['sluice-resume'] ? '#resume' : ''}`);

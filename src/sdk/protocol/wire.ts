@@ -140,10 +140,21 @@ export interface SlotView {
   expires_at: string;
 }
 
+/** A level's rate in force, where it comes from, and its grants still inside their period. */
+export interface RateInUse {
+  value: { limit: number; period_ms: number } | null;
+  source: 'override' | 'env' | 'task' | 'default';
+  used: number;
+}
+
+/**
+ * Who holds a queue's slots. `active` counts leases; `waiting` counts tasks waiting on children
+ * that still hold a slot of the level (they did not lend it), which the claim counts too.
+ */
 export interface ConcurrencyView {
   queue: string;
   cluster: { limit: number | null; source: string; active: number };
-  queue_level: { limit: number | null; source: string; active: number; paused: boolean };
-  keys: Array<{ key: string; limit: number | null; source: string; active: number; slots: SlotView[] }>;
+  queue_level: { limit: number | null; source: string; active: number; paused: boolean; rate: RateInUse; waiting: number };
+  keys: Array<{ key: string; limit: number | null; source: string; active: number; rate: RateInUse; waiting: number; slots: SlotView[] }>;
   keyless: { active: number; slots: SlotView[] };
 }
