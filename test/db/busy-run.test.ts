@@ -12,7 +12,7 @@ import { DispatchLoop } from '../../src/dispatcher/loop.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { testConfig } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 
@@ -26,7 +26,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.schedules, sluice.rate_grants cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.schedules, sluice.rate_grants');
   endpoint.received.length = 0;
 });
 

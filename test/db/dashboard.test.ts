@@ -9,7 +9,7 @@ import { taskInsertMany } from '../../src/db/tasks.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { newTask } from '../helpers/tasks.ts';
 
 const admin = await generateApiKey('ops', ['admin']);
@@ -29,7 +29,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits, sluice.queues cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.key_limits, sluice.queues');
 });
 
 function env(extra: Record<string, string> = {}): Record<string, string> {

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 
 const NO_POLL = 3_600_000;
@@ -30,7 +30,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

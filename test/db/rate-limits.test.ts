@@ -14,7 +14,7 @@ import { startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { makeSecrets, type TestSecrets, testConfig, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 
@@ -38,7 +38,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits, sluice.rate_grants, sluice.counters cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits, sluice.rate_grants, sluice.counters');
   // Passes at moved clocks moved the promotion window on: back to the database's clock.
   await t.db.query('update sluice.promotion set promoted_to = now()');
 });

@@ -18,7 +18,7 @@ import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { makeSecrets, type TestSecrets, testConfig, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 
@@ -49,7 +49,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.key_limits, sluice.schedules cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.key_limits, sluice.schedules');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

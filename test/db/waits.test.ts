@@ -11,7 +11,7 @@ import { taskCancel } from '../../src/db/tasks.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { createHandler } from '../../src/sdk/index.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
 import { playFamilies, type WaitOutcome } from '../helpers/waits.ts';
 
@@ -35,7 +35,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
   endpoint.received.length = 0;
   ({ waits } = playFamilies(endpoint, () => sluice.url, secrets.apiKey));
 });

@@ -43,3 +43,16 @@ async function adminQuery(url: string, sql: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 50 * attempt));
   }
 }
+
+/**
+ * Empties tables between tests while a dispatcher of the test may still be running (a Worker, a
+ * Node loop): under the claim's lock, so that no claim pass is midway, and tasks first, as every
+ * other statement takes them. A bare TRUNCATE could deadlock with a claim pass holding a lane
+ * and waiting for the tasks table.
+ */
+export async function emptyTables(db: OpenDb, tables: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock(7215530002)');
+    await tx.query(`truncate ${tables} cascade`);
+  });
+}

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 import { testConfig } from './config.ts';
-import { createTestDatabase, type TestDatabase } from './db.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from './db.ts';
 import { startEndpoint, type TestEndpoint } from './endpoint.ts';
 
 export interface DispatchFixture {
@@ -29,7 +29,7 @@ export function useDispatchFixture(env: Record<string, string> = {}): DispatchFi
     await f.t?.drop();
   });
   beforeEach(async () => {
-    await f.t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
+    await emptyTables(f.t.db, 'sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits');
     f.endpoint.received.length = 0;
     f.endpoint.reply(() => ({ status: 200, body: 'ok' }));
   });

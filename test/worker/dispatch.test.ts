@@ -10,6 +10,7 @@ import { taskInsertMany } from '../../src/db/tasks.ts';
 import type { RunningWorker } from '../../src/node/worker-runtime.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestDatabase } from '../helpers/db.ts';
+import { emptyTables } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
@@ -23,7 +24,7 @@ beforeAll(() => {
   ({ t, endpoint, secrets, worker } = f);
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

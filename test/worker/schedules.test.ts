@@ -9,6 +9,7 @@ import { scheduleInsert, toTemplate } from '../../src/db/schedules.ts';
 import type { RunningWorker } from '../../src/node/worker-runtime.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestDatabase } from '../helpers/db.ts';
+import { emptyTables } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
@@ -22,7 +23,7 @@ beforeAll(() => {
   ({ t, endpoint, secrets, worker } = f);
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.schedules cascade');
+  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.schedules');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

@@ -10,6 +10,7 @@ import { type RunningWorker, startWorker } from '../../src/node/worker-runtime.t
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestDatabase } from '../helpers/db.ts';
+import { emptyTables } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
 import { newTask } from '../helpers/tasks.ts';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
@@ -24,7 +25,7 @@ beforeAll(() => {
   ({ t, worker, endpoint, secrets, script } = f);
 });
 beforeEach(async () => {
-  await t.db.query('truncate sluice.tasks cascade');
+  await emptyTables(t.db, 'sluice.tasks');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200, body: '{"ok":true}' }));
 });
