@@ -95,6 +95,7 @@ declare
   v_held_queues text[];
   v_held_limits text[];
   v_grants jsonb;
+  v_waiting boolean;
 begin
   perform pg_advisory_xact_lock(7215530002);
   -- The pass's clock starts once the lock is held (now() is when the transaction began,
@@ -107,30 +108,35 @@ begin
   -- times, so their lanes' hints are lowered here: lanes first, in (queue, lane) order, skipping
   -- any an enqueue holds (its tasks resume at the next pass), so that nobody waits on a lock
   -- while holding the claim's.
-  with ready as (
-    select p.id, p.queue, p.lane, p.priority from sluice.tasks p
-    where p.status = 'waiting' and not exists (
-      select 1 from sluice.tasks c
-      where c.parent_id = p.id and c.status in ('pending', 'leased', 'waiting')
-        and (p.waiting_on is null or c.id = any(p.waiting_on))
+  -- Most passes find no waiting task at all: then the resume step and the per-lane count of
+  -- waiting holders are skipped (one probe of the waiting tasks' partial index).
+  v_waiting := exists (select 1 from sluice.tasks where status = 'waiting');
+  if v_waiting then
+    with ready as (
+      select p.id, p.queue, p.lane, p.priority from sluice.tasks p
+      where p.status = 'waiting' and not exists (
+        select 1 from sluice.tasks c
+        where c.parent_id = p.id and c.status in ('pending', 'leased', 'waiting')
+          and (p.waiting_on is null or c.id = any(p.waiting_on))
+      )
+    ),
+    locked as (
+      select k.id, k.queue, k.lane from sluice.keys k
+      where (k.queue, k.lane) in (select queue, lane from ready)
+      order by k.queue, k.lane
+      for update of k skip locked
+    ),
+    resumed as (
+      update sluice.tasks p
+      set status = 'pending', waiting_on = null, lent_queue = false, lent_key = false, updated_at = v_now
+      from ready r join locked l on l.queue = r.queue and l.lane = r.lane
+      where p.id = r.id and p.status = 'waiting'
+      returning p.queue, p.lane, p.priority
     )
-  ),
-  locked as (
-    select k.id, k.queue, k.lane from sluice.keys k
-    where (k.queue, k.lane) in (select queue, lane from ready)
-    order by k.queue, k.lane
-    for update of k skip locked
-  ),
-  resumed as (
-    update sluice.tasks p
-    set status = 'pending', waiting_on = null, lent_queue = false, lent_key = false, updated_at = v_now
-    from ready r join locked l on l.queue = r.queue and l.lane = r.lane
-    where p.id = r.id and p.status = 'waiting'
-    returning p.queue, p.lane, p.priority
-  )
-  update sluice.keys k set head_priority = least(k.head_priority, r.priority)
-  from (select queue, lane, min(priority) as priority from resumed group by queue, lane) r
-  where k.queue = r.queue and k.lane = r.lane;
+    update sluice.keys k set head_priority = least(k.head_priority, r.priority)
+    from (select queue, lane, min(priority) as priority from resumed group by queue, lane) r
+    where k.queue = r.queue and k.lane = r.lane;
+  end if;
 
   -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for. If
   -- one of them needed its hint lowered, the window does not move on (the next pass looks at
@@ -229,7 +235,7 @@ begin
                                         where t.status = 'leased' and t.lease_expires_at > v_now
                                           and t.queue = k.queue and t.lane = k.lane)
                                      - (select count(*)::integer from sluice.tasks t
-                                        where t.status = 'waiting' and not t.lent_key
+                                        where v_waiting and t.status = 'waiting' and not t.lent_key
                                           and t.queue = k.queue and t.lane = k.lane) end as value
         ) room
         -- The key's rate: the one its first task gave, else the queue's key_rate.
