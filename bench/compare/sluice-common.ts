@@ -26,17 +26,19 @@ export async function sluiceSecrets(): Promise<SluiceSecrets> {
 }
 
 /**
- * `--finished n`: n succeeded tasks written straight into the table before the timed runs, so the
- * figures can be read on a big table. In another queue, finished a minute ago (inside retention).
+ * `--finished n`: n succeeded tasks written straight into history before the timed runs, so the
+ * figures can be read beside a big history. In another queue, finished a minute ago (inside retention).
  */
 export async function prefillFinished(db: Database, n: number): Promise<void> {
   if (n <= 0) return;
   await db.pool.query(
-    `insert into sluice.tasks (queue, status, url, body, max_attempts, attempts, backoff, timeout_ms, lease_ms,
-       created_at, updated_at, finished_at, last_status)
-     select 'history', 'succeeded', 'http://127.0.0.1:1/noop', '{}', 5, 1,
-       '{"initial_ms":1000,"max_ms":3600000,"factor":2,"jitter":0.25}', 30000, 60000,
-       now() - interval '2 minutes', now() - interval '1 minute', now() - interval '1 minute', 200
+    `insert into sluice.finished (bucket, id, queue, status, priority, attempts, max_attempts, deferrals, resumes,
+       finished_at, created_at, run_at, timeout_ms, lease_ms, last_lease_id, last_status,
+       final_started_at, final_duration_ms, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, method,
+       content_type, url, headers, body)
+     select (select max(bucket) from sluice.history_buckets), nextval(pg_get_serial_sequence('sluice.tasks', 'id')), 'history',
+       'succeeded', 0, 1, 5, 0, 0, now() - interval '1 minute', now() - interval '2 minutes', now() - interval '2 minutes', 30000, 60000, gen_random_uuid(), 200, now() - interval '61 seconds', 1000,
+       1000, 3600000, 2, 0.25, 'POST', 'application/json', 'http://127.0.0.1:1/noop', '{}', '{}'
      from generate_series(1, $1::int)`,
     [n],
   );

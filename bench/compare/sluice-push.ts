@@ -74,7 +74,7 @@ export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight:
       const succeeded = async () => {
         const [row] = (
           await db.pool.query<{ n: number }>(
-            `select count(*)::int as n, 1 as ${PROBE} from sluice.tasks where queue = $1 and status = 'succeeded'`,
+            `select count(*)::int as n, 1 as ${PROBE} from sluice.finished where queue = $1 and status = 'succeeded'`,
             [QUEUE],
           )
         ).rows;

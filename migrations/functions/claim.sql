@@ -7,15 +7,18 @@
 create or replace function sluice.next_turn() returns bigint
 language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
 
--- Makes the hints of the given lanes exact. Lanes locked by someone else (an enqueue in
--- progress) are skipped: their hint stays too good, which is safe, and nobody waits.
+-- Makes the hints of the given lanes exact, and gives the lanes p_served (in serving order)
+-- their new round-robin marks from pass p_pass: one write per lane. Lanes locked by someone else
+-- (an enqueue in progress) are skipped: their hint stays too good, which is safe, their mark
+-- stays old (they are served early next time), and nobody waits.
 -- "Due" is judged by the wall clock, not by now(): a claim's transaction may have started
 -- before it waited for the lock, and a task enqueued meanwhile is due although its run_at is
 -- later than that start (promotion would not find it: it was due when it was enqueued).
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
 -- Its plans, as the claim's, are generic: made once per session, never again for each call's
 -- values (a custom plan cost more to make than to run).
-create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null) returns void
+create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null,
+                                                 p_served bigint[] default null, p_pass bigint default null) returns void
 language plpgsql set plan_cache_mode = force_generic_plan as $$
 begin
   with locked as (
@@ -23,11 +26,12 @@ begin
   )
   update sluice.keys k
   set head_priority = (
-    select min(t.priority) from sluice.tasks t
-    where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
-      and t.run_at <= coalesce(p_now, clock_timestamp())
-      and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
-  )
+        select min(t.priority) from sluice.tasks t
+        where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
+          and t.run_at <= coalesce(p_now, clock_timestamp())
+          and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
+      ),
+      served = coalesce((select p_pass * 10000 + s.ord from unnest(p_served) with ordinality as s(id, ord) where s.id = k.id), k.served)
   from locked
   where k.id = locked.id;
 end $$;
@@ -72,8 +76,9 @@ end $$;
 -- 4. Candidates are ranked by queue priority, task priority, then their place in their lane
 --    (every lane's 1st before any lane's 2nd), then the lane's turn; the queue budgets, then
 --    the cluster budget and p_max, cut the ranking. The chosen tasks are leased.
--- 5. The examined lanes get exact hints, the served ones new round-robin marks. A lane whose
---    hint was too good yielded nothing; if that left room, the pass runs again (4 rounds at most).
+-- 5. The examined lanes get exact hints, the served ones new round-robin marks, in one write per
+--    lane. A lane whose hint was too good yielded nothing; if that left room, the pass runs
+--    again (4 rounds at most).
 -- Rate limits (0011_rate_limits.sql) cut a queue's budget and a lane's room like the
 -- concurrency limits do, by the live grants at their level; every task leased under a rate
 -- leaves a grant at each limited level.
@@ -339,22 +344,17 @@ begin
     end if;
     if v_served is not null then
       v_pass := nextval('sluice.claim_pass');
-      with locked as (
-        select k.id, s.ord from sluice.keys k
-        join unnest(v_served) with ordinality as s(id, ord) on s.id = k.id
-        order by k.queue, k.lane
-        for update of k skip locked
-      )
-      update sluice.keys k set served = v_pass * 10000 + locked.ord
-      from locked where k.id = locked.id;
     end if;
     v_all_examined := v_all_examined || coalesce(v_examined, '{}');
 
     v_want := p_max - v_claimed;
     exit when not v_stale or v_want <= 0 or v_round >= 4;
-    -- Correct the hints that promised too much before looking again.
-    perform sluice.keys_recompute(v_examined, p_now);
+    -- Another round: correct the hints that promised too much, and mark the lanes served, so
+    -- that it walks them as they are now.
+    perform sluice.keys_recompute(v_examined, p_now, v_served, v_pass);
+    v_served := null;
   end loop;
 
-  perform sluice.keys_recompute(v_all_examined, p_now);
+  -- Every lane looked at gets its exact hint, and those the last round served their turn.
+  perform sluice.keys_recompute(v_all_examined, p_now, v_served, v_pass);
 end $$;

@@ -67,7 +67,7 @@ begin
 
   if p_children is not null then
     select array_agg(x order by x) into v_bad from unnest(p_children) x
-    where not exists (select 1 from sluice.tasks c where c.id = x and c.parent_id = p_task);
+    where not exists (select 1 from sluice.all_tasks c where c.id = x and c.parent_id = p_task);
     if v_bad is not null then
       return jsonb_build_object('error', 'not_children', 'ids', to_jsonb(v_bad));
     end if;

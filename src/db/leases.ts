@@ -1,6 +1,7 @@
 /** Lease calls' reads and the heartbeat's compare-and-set (endings go through settle.ts). */
 import type { Task } from '../core/types.ts';
 import type { Queryable } from './db.ts';
+import { ATTEMPTS_OF_TASK } from './history.ts';
 import { type TaskRow, toTask } from './rows.ts';
 
 /**
@@ -8,7 +9,7 @@ import { type TaskRow, toTask } from './rows.ts';
  * task id comes from the lease token, so the row is found by its key (lease ids have no index).
  */
 export async function leaseFind(db: Queryable, taskId: string, leaseId: string): Promise<{ task: Task; current: boolean } | null> {
-  const rows = await db.query<TaskRow>('select * from sluice.tasks where id = $1 and (lease_id = $2 or last_lease_id = $2)', [
+  const rows = await db.query<TaskRow>('select * from sluice.all_tasks where id = $1 and (lease_id = $2 or last_lease_id = $2)', [
     taskId,
     leaseId,
   ]);
@@ -72,7 +73,7 @@ export async function taskAttempts(db: Queryable, taskId: string): Promise<Attem
     http_status: number | null;
     duration_ms: number | null;
     error: string | null;
-  }>('select * from sluice.attempts where task_id = $1 order by started_at, attempt', [taskId]);
+  }>(ATTEMPTS_OF_TASK, [taskId]);
   return rows.map((r) => ({
     attempt: r.attempt,
     leaseId: r.lease_id,

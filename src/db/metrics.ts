@@ -28,7 +28,8 @@ export async function countersAdd(db: Queryable, rows: readonly CounterRow[]): P
 /**
  * Counts tasks per queue and status into `sluice.task_counts` (queues and statuses gone drop
  * out). One dispatcher at a time, and not again within `freshMs` of the last count, however many
- * dispatchers run: the count reads the whole table.
+ * dispatchers run: the count reads the live tasks and the open history bucket whole; a closed
+ * bucket is counted once.
  */
 export async function taskCountsRefresh(db: Queryable, freshMs = 10_000): Promise<void> {
   await db.query(
@@ -36,8 +37,28 @@ export async function taskCountsRefresh(db: Queryable, freshMs = 10_000): Promis
        select pg_try_advisory_xact_lock(7215530003)
               and coalesce((select max(counted_at) from sluice.task_counts), '-infinity') < now() - make_interval(secs => $1 / 1000.0) as yes
      ),
+     -- A closed history bucket is counted once: its rows no longer change (a redrive clears the count).
+     closed as (
+       update sluice.history_buckets b
+       set counts = coalesce((select jsonb_agg(jsonb_build_array(c.queue, c.status, c.n)) from (
+                               select queue, status, count(*) as n from sluice.finished f where f.bucket = b.bucket group by queue, status
+                             ) c), '[]')
+       where (select yes from go) and b.closed_at is not null and b.counts is null
+       returning b.counts
+     ),
      fresh as (
-       select queue, status, count(*) as n from sluice.tasks where (select yes from go) group by queue, status
+       select queue, status, sum(n)::bigint as n from (
+         select queue, status, count(*) as n from sluice.tasks where (select yes from go) group by queue, status
+         union all
+         select queue, status, count(*) from sluice.finished
+         where (select yes from go) and bucket = (select max(bucket) from sluice.history_buckets) group by queue, status
+         union all
+         select c ->> 0, c ->> 1, (c ->> 2)::bigint from sluice.history_buckets b, jsonb_array_elements(b.counts) c
+         where (select yes from go) and b.closed_at is not null
+         union all
+         select c ->> 0, c ->> 1, (c ->> 2)::bigint from closed, jsonb_array_elements(closed.counts) c
+       ) x
+       group by queue, status
      ),
      gone as (
        delete from sluice.task_counts c

@@ -85,8 +85,11 @@ export async function queueCounts(db: Queryable, queue?: string): Promise<Map<st
             count(*) filter (where status = 'leased')::int as leased,
             count(*) filter (where status = 'waiting')::int as waiting,
             count(*) filter (where status = 'dead')::int as dead
-     from sluice.tasks
-     where status in ('pending', 'leased', 'waiting', 'dead') and ($1::text is null or queue = $1)
+     from (
+       select queue, status from sluice.tasks where status in ('pending', 'leased', 'waiting') and ($1::text is null or queue = $1)
+       union all
+       select queue, status from sluice.finished where status = 'dead' and ($1::text is null or queue = $1)
+     ) t
      group by queue`,
     [queue ?? null],
   );

@@ -1,4 +1,8 @@
 /** The tasks table's row, and its mapping to the domain `Task`. */
+
+/** The content type most tasks have: a row leaves it out (migrations/0014_history.sql). */
+export const DEFAULT_CONTENT_TYPE = 'application/json';
+
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 
 export interface TaskRow {
@@ -9,7 +13,8 @@ export interface TaskRow {
   method: HttpMethod;
   headers: Record<string, string>;
   body: string | null;
-  content_type: string;
+  /** `null`: DEFAULT_CONTENT_TYPE (stored only when it is another). */
+  content_type: string | null;
   concurrency_key: string | null;
   concurrency_limit: number | null;
   rate_limit: number | null;
@@ -21,7 +26,10 @@ export interface TaskRow {
   expires_at: Date | null;
   attempts: number;
   max_attempts: number;
-  backoff: { initial_ms: number; max_ms: number; factor: number; jitter: number };
+  backoff_initial_ms: number;
+  backoff_max_ms: number;
+  backoff_factor: number;
+  backoff_jitter: number;
   deferrals: number;
   timeout_ms: number;
   lease_ms: number;
@@ -49,7 +57,7 @@ export function toTask(row: TaskRow): Task {
     method: row.method,
     headers: row.headers,
     body: row.body,
-    contentType: row.content_type,
+    contentType: row.content_type ?? DEFAULT_CONTENT_TYPE,
     concurrencyKey: row.concurrency_key,
     concurrencyLimit: row.concurrency_limit,
     parentId: row.parent_id === null ? null : String(row.parent_id),
@@ -60,7 +68,7 @@ export function toTask(row: TaskRow): Task {
     expiresAt: row.expires_at,
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
-    backoff: fromBackoffJson(row.backoff),
+    backoff: { initialMs: row.backoff_initial_ms, maxMs: row.backoff_max_ms, factor: row.backoff_factor, jitter: row.backoff_jitter },
     deferrals: row.deferrals,
     timeoutMs: row.timeout_ms,
     leaseMs: row.lease_ms,
@@ -80,10 +88,7 @@ export function toTask(row: TaskRow): Task {
   };
 }
 
-export function toBackoffJson(b: Backoff): TaskRow['backoff'] {
+/** The retry policy as the insert statement reads it (and schedules keep it in their template). */
+export function toBackoffJson(b: Backoff): { initial_ms: number; max_ms: number; factor: number; jitter: number } {
   return { initial_ms: b.initialMs, max_ms: b.maxMs, factor: b.factor, jitter: b.jitter };
-}
-
-function fromBackoffJson(b: TaskRow['backoff']): Backoff {
-  return { initialMs: b.initial_ms, maxMs: b.max_ms, factor: b.factor, jitter: b.jitter };
 }

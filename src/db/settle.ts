@@ -1,11 +1,13 @@
 /**
  * Ending leases. Every write names the lease (compare-and-set on task id, lease id and the
- * leased status), so a writer whose lease is gone changes nothing. Each lease that ends leaves
- * one row in `sluice.attempts`: the outcome of that attempt.
+ * leased status), so a writer whose lease is gone changes nothing. A lease that ends in a retry,
+ * a deferral or a release leaves a row in `sluice.attempts`; one that finishes its task moves
+ * the task into history with that attempt as its final one (db/history.ts).
  */
 import type { Settlement } from '../core/outcome.ts';
 import type { TaskStatus } from '../core/types.ts';
 import type { Queryable } from './db.ts';
+import { archiveCtes } from './history.ts';
 import { lowerHintsCte } from './lanes.ts';
 
 export interface LeaseSettlement {
@@ -25,6 +27,11 @@ export interface LeaseSettlement {
   require?: 'unexpired' | 'expired';
 }
 
+/** As the caller asks: a lease not yet past its expiry, one past it, or either. */
+const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expires_at > now()
+                                 when 'expired' then t.lease_expires_at <= now()
+                                 else true end`;
+
 const SETTLE = `
 with input as (
   select * from jsonb_to_recordset($1::jsonb) as s(
@@ -32,41 +39,53 @@ with input as (
     wait_ms double precision, attempts_delta integer, deferrals_delta integer, result text, error text,
     http_status integer, duration_ms integer)
 ),
+-- Leases that end in a retry, a deferral or a release, locked while still held: what follows
+-- reads each row as it is now, and a cancel asked for meanwhile turns the retry into the end.
+-- A success or a death ends the task whatever: its delete below needs no lock first.
+held as (
+  select s.*, t.cancel_requested_at is not null as final
+  from sluice.tasks t join input s on t.id = s.id and t.lease_id = s.lease_id
+  where s.status = 'pending' and t.status = 'leased' and ${LEASE_STILL_MATCHES}
+  for update of t
+),
+done as (
+  delete from sluice.tasks t using input s left join held h on h.id = s.id
+  where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased' and ${LEASE_STILL_MATCHES}
+    and (s.status <> 'pending' or h.final)
+  returning t.*, case when s.status = 'pending' then 'cancelled' else s.status end as fin_status, s.result as fin_result,
+            s.error as fin_error, s.http_status as fin_http_status,
+            true as fin_attempt,
+            coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer) as fin_duration_ms
+),${archiveCtes('done')},
 settled as (
   update sluice.tasks t
-  set status = case when s.status = 'pending' and t.cancel_requested_at is not null then 'cancelled' else s.status end,
+  set status = 'pending',
       -- Never due before now: due at once, its lane's hint is lowered below (db/lanes.ts);
       -- due later, the claim pass that finds it due promotes it.
-      run_at = case when s.status = 'pending' then now() + make_interval(secs => greatest(s.wait_ms, 0) / 1000.0) else t.run_at end,
+      run_at = now() + make_interval(secs => greatest(s.wait_ms, 0) / 1000.0),
       attempts = t.attempts + s.attempts_delta,
       deferrals = t.deferrals + s.deferrals_delta,
-      result = s.result,
+      result = null,
       last_error = coalesce(s.error, t.last_error),
       last_status = s.http_status,
       last_lease_id = t.lease_id,
       lease_id = null,
       leased_at = null,
       lease_expires_at = null,
-      finished_at = case when s.status = 'pending' and t.cancel_requested_at is null then null else now() end,
       updated_at = now()
-  from input s
-  where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased'
-    and case s.require when 'unexpired' then t.lease_expires_at > now()
-                       when 'expired' then t.lease_expires_at <= now()
-                       else true end
-  returning t.id, t.status, t.last_lease_id, t.queue, t.lane, t.priority, t.run_at
+  from held s
+  where t.id = s.id and not s.final
+  returning t.id, t.status, t.queue, t.lane, t.priority, t.run_at
 ),
 history as (
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
-  select s.id, s.attempt, s.lease_id, s.leased_at,
-         case when st.status = 'cancelled' then 'cancelled' else s.outcome end,
-         s.http_status,
-         coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer),
-         s.error
-  from settled st join input s on s.id = st.id and s.lease_id = st.last_lease_id
-  on conflict (task_id, lease_id) do nothing
+  select s.id, s.attempt, s.lease_id, s.leased_at, s.outcome, s.http_status,
+         coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer), s.error
+  from settled st join held s on s.id = st.id
 ),${lowerHintsCte('settled')}
-select id::text as id, status from settled`;
+select id::text as id, status from settled
+union all
+select id::text, fin_status from done`;
 
 /** What became of the attempt, for its history row. */
 function outcomeOf(s: Settlement): string {

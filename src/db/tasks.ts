@@ -2,8 +2,8 @@
 import { ConflictError, NotFoundError, ValidationError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
-import { lowerHintsCte } from './lanes.ts';
-import { type TaskRow, toBackoffJson, toTask } from './rows.ts';
+import { archiveCtes } from './history.ts';
+import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
 export interface NewTask {
@@ -48,13 +48,15 @@ with input as materialized (
 ),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
-    concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts, backoff, timeout_ms, lease_ms, dedup_key)
+    concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts,
+    backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key)
   overriding system value
-  select new_id, queue, url, method, headers, body, content_type, concurrency_key,
+  select new_id, queue, url, method, headers, body, nullif(content_type, '${DEFAULT_CONTENT_TYPE}'), concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
-    max_attempts, backoff, timeout_ms, lease_ms, dedup_key
+    max_attempts, (backoff ->> 'initial_ms')::integer, (backoff ->> 'max_ms')::integer, (backoff ->> 'factor')::float8,
+    (backoff ->> 'jitter')::float8, timeout_ms, lease_ms, dedup_key
   from input
   order by ord
   on conflict (queue, dedup_key) where dedup_key is not null and status in ('pending', 'leased', 'waiting') do nothing
@@ -161,7 +163,7 @@ export function toInputRow(t: NewTask, ord: number) {
 }
 
 export async function taskGet(db: Queryable, id: string): Promise<Task | null> {
-  const rows = await db.query<TaskRow>('select * from sluice.tasks where id = $1', [id]);
+  const rows = await db.query<TaskRow>('select * from sluice.all_tasks where id = $1', [id]);
   return rows[0] ? toTask(rows[0]) : null;
 }
 
@@ -177,7 +179,7 @@ export interface TaskFilter {
 /** Newest first. */
 export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
   const rows = await db.query<TaskRow>(
-    `select * from sluice.tasks
+    `select * from sluice.all_tasks
      where ($1::text is null or queue = $1)
        and ($2::text is null or status = $2)
        and ($3::text is null or concurrency_key = $3)
@@ -211,7 +213,7 @@ export async function taskRedriveMatching(
   try {
     const rows = await db.query<{ examined: number; redriven: number; last_id: string | null }>(
       `with examined as (
-         select id, queue, dedup_key from sluice.tasks
+         select id, queue, dedup_key from sluice.finished
          where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
            and ($3::bigint is null or id > $3)
          order by id
@@ -223,13 +225,7 @@ export async function taskRedriveMatching(
             or (e.id = (select max(d.id) from examined d where d.queue = e.queue and d.dedup_key = e.dedup_key)
                 and not exists (select 1 from sluice.tasks u
                                 where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ('pending', 'leased', 'waiting')))
-       ),
-       redriven as (
-         update sluice.tasks t
-         set ${REDRIVE_SET}
-         from eligible where t.id = eligible.id and t.status = 'dead'
-         returning t.*
-       ),${lowerHintsCte('redriven')}
+       ),${redriveCtes('eligible')}
        select (select count(*) from examined)::int as examined, (select count(*) from redriven)::int as redriven,
               (select max(id) from examined)::text as last_id`,
       [filter.queue ?? null, filter.concurrencyKey ?? null, afterId, limit],
@@ -248,7 +244,7 @@ export async function taskRedriveMatching(
 export async function taskCountDead(db: Queryable, filter: DeadFilter, cap: number): Promise<number> {
   const rows = await db.query<{ n: number }>(
     `select count(*)::int as n from (
-       select 1 from sluice.tasks
+       select 1 from sluice.finished
        where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
        limit $3
      ) matching`,
@@ -264,34 +260,75 @@ export async function taskCountDead(db: Queryable, filter: DeadFilter, cap: numb
 export async function taskCancel(db: Queryable, id: string): Promise<Task> {
   // With it, every unfinished task below it (children it enqueued, theirs, and so on): a
   // child of a cancelled parent has nobody left to resume.
-  const rows = await db.query<TaskRow>(
+  const rows = await db.query<{ id: string }>(
     `with recursive doomed as (
        select id from sluice.tasks where id = $1 and status in ('pending', 'leased', 'waiting')
        union
        select c.id from sluice.tasks c join doomed d on c.parent_id = d.id
        where c.status in ('pending', 'leased', 'waiting')
-     )
-     update sluice.tasks t
-     set status = case when t.status = 'leased' then t.status else 'cancelled' end,
-         finished_at = case when t.status = 'leased' then null else now() end,
-         cancel_requested_at = case when t.status = 'leased' then coalesce(t.cancel_requested_at, now()) end,
-         updated_at = now()
-     from doomed
-     -- Again here: a row that finished meanwhile (a settle committed while this waited for its
-     -- lock) is read afresh, and stays finished.
-     where t.id = doomed.id and t.status in ('pending', 'leased', 'waiting')
-     returning t.*`,
+     ),
+     -- Locked, and read as they are now: a row that finished meanwhile (a settle committed while
+     -- this waited for its lock) is gone, and one claimed meanwhile is asked to stop.
+     locked as (
+       select t.id, t.status from sluice.tasks t join doomed d on d.id = t.id
+       where t.status in ('pending', 'leased', 'waiting')
+       for update of t
+     ),
+     requested as (
+       update sluice.tasks t set cancel_requested_at = coalesce(t.cancel_requested_at, now()), updated_at = now()
+       from locked l where t.id = l.id and l.status = 'leased'
+       returning t.id
+     ),
+     done as (
+       delete from sluice.tasks t using locked l
+       where t.id = l.id and l.status <> 'leased'
+       returning t.*, 'cancelled' as fin_status, t.result as fin_result, null::text as fin_error, t.last_status as fin_http_status,
+                 false as fin_attempt, null::integer as fin_duration_ms
+     ),${archiveCtes('done')}
+     select id::text as id from requested union all select id::text from done`,
     [id],
   );
-  const own = rows.find((r) => String(r.id) === id);
-  if (own) return toTask(own);
   const task = await taskGet(db, id);
   if (!task) throw new NotFoundError(`task ${id}`);
+  if (rows.some((r) => r.id === id)) return task;
   throw new ConflictError(409, 'already_finished', `task ${id} is already ${task.status}`);
 }
 
-/** What a redrive writes: pending now, with a fresh attempt budget. */
-const REDRIVE_SET = `status = 'pending', attempts = 0, deferrals = 0, run_at = now(), finished_at = null, updated_at = now()`;
+/**
+ * CTEs (`gone`, `redriven`, `restored`, `recount`) that move the dead tasks whose ids the CTE
+ * `source` returns from history back into the hot table: pending now, with a fresh attempt
+ * budget, their attempts back in sluice.attempts. The insert's trigger lowers their lanes' hints.
+ */
+function redriveCtes(source: string): string {
+  return `
+gone as (
+  delete from sluice.finished f using ${source} e where f.id = e.id and f.status = 'dead'
+  returning f.*
+),
+redriven as (
+  insert into sluice.tasks (id, created_at, expires_at, schedule_slot, parent_id, priority, max_attempts, timeout_ms, lease_ms,
+    concurrency_limit, rate_limit, rate_period_ms, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, run_at,
+    updated_at, attempts, deferrals, resumes, last_status, last_lease_id, status, result, last_error, queue, concurrency_key,
+    dedup_key, schedule, method, content_type, url, headers, body)
+  overriding system value
+  select id, created_at, expires_at, schedule_slot, parent_id, priority, max_attempts, timeout_ms, lease_ms,
+    concurrency_limit, rate_limit, rate_period_ms, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, now(),
+    now(), 0, 0, resumes, last_status, last_lease_id, 'pending', result, last_error, queue, concurrency_key,
+    dedup_key, schedule, method, content_type, url, headers, body
+  from gone
+  returning *
+),
+restored as (
+  insert into sluice.attempts (task_id, attempt, lease_id, started_at, ended_at, outcome, http_status, duration_ms, error)
+  select task_id, attempt, lease_id, started_at, ended_at, outcome, http_status, duration_ms, error
+  from sluice.all_attempts where task_id in (select id from gone)
+),
+-- A closed bucket's counts (for /metrics) no longer hold.
+recount as (
+  update sluice.history_buckets b set counts = null
+  where b.counts is not null and b.bucket in (select bucket from gone)
+)`;
+}
 
 /**
  * Redrives a dead task: pending again now, with a fresh attempt budget. A task with the same
@@ -301,12 +338,7 @@ export async function taskRedrive(db: Queryable, id: string): Promise<Task> {
   let rows: TaskRow[];
   try {
     rows = await db.query<TaskRow>(
-      `with redriven as (
-         update sluice.tasks
-         set ${REDRIVE_SET}
-         where id = $1 and status = 'dead'
-         returning *
-       ),${lowerHintsCte('redriven')}
+      `with picked as (select $1::bigint as id),${redriveCtes('picked')}
        select * from redriven`,
       [id],
     );

@@ -64,6 +64,6 @@ export async function leaseWait(
 
 /** A task's children (tasks enqueued with its id as `parent_id`), oldest first, at most `limit`. */
 export async function taskChildren(db: Queryable, parentId: string, limit: number): Promise<Task[]> {
-  const rows = await db.query<TaskRow>('select * from sluice.tasks where parent_id = $1 order by id limit $2', [parentId, limit]);
+  const rows = await db.query<TaskRow>('select * from sluice.all_tasks where parent_id = $1 order by id limit $2', [parentId, limit]);
   return rows.map(toTask);
 }

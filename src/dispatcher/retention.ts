@@ -1,27 +1,50 @@
 /**
- * Retention (DESIGN.md §6): finished tasks older than `SLUICE_RETENTION` are deleted in small
- * batches, once a minute (the Worker's cron; a timer on Node), never on the dispatch path.
+ * Retention (docs/design.md, "Storage"): finished tasks live in history buckets
+ * (migrations/0014_history.sql). A sweep opens a new bucket once the open one is an eighth of
+ * the retention window old, and drops every bucket closed more than the window ago: a task is
+ * gone at most an eighth of the window (plus the time to the next sweep) after it expires,
+ * whatever the rate, and dropping a bucket costs the same whatever it holds. Never on the
+ * dispatch path: a timer on Node, the cron and the first pusher shard on the Worker.
  */
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
-import { finishedSweep, rateGrantsSweep } from '../db/retention.ts';
+import { historySweep, moveStragglers } from '../db/history.ts';
+import { rateGrantsSweep } from '../db/retention.ts';
 import { withDbRetry } from './retry-db.ts';
 
-/** Finished tasks deleted per statement, and statements per sweep: small enough never to hold anything up. */
-const BATCH = 1_000;
-const BATCHES = 5;
+/** With no window (kept for ever), buckets still close daily: a closed bucket is counted once for /metrics. */
+const FOREVER_WIDTH_MS = 86_400_000;
+/** Rows a dispatcher of an earlier version finished in place, moved per sweep. */
+const STRAGGLERS = 5_000;
 
-/** Deletes up to 5,000 finished tasks past the window, and rate-limit grants past theirs; returns how many tasks. */
-export async function sweepFinished(db: Queryable, config: Pick<Config, 'retentionMs' | 'maxLeaseMs'>): Promise<number> {
+type RetentionConfig = Pick<Config, 'retentionMs' | 'maxLeaseMs'>;
+
+/** How long finished tasks are kept: the window, never less than a lease can last (a late repeated `complete` still gets its answer). */
+export function keepMs(config: RetentionConfig): number | null {
+  return config.retentionMs === null ? null : Math.max(config.retentionMs, config.maxLeaseMs);
+}
+
+/** How long a bucket stays open. */
+export function bucketWidthMs(config: RetentionConfig): number {
+  const keep = keepMs(config);
+  return keep === null ? FOREVER_WIDTH_MS : Math.max(1_000, Math.round(keep / 8));
+}
+
+/** How often a dispatcher sweeps: every bucket width, and at least once a minute. */
+export function sweepIntervalMs(config: RetentionConfig): number {
+  return Math.min(bucketWidthMs(config), 60_000);
+}
+
+export interface SweepReport {
+  opened: number | null;
+  dropped: number[];
+  stragglers: number;
+}
+
+/** One sweep: rate-limit grants past their period, stragglers, then the buckets. `now`: the sweep's clock (tests). */
+export async function sweepFinished(db: Queryable, config: RetentionConfig, now?: Date): Promise<SweepReport> {
   await withDbRetry(() => rateGrantsSweep(db));
-  if (config.retentionMs === null) return 0;
-  // Never sooner than a lease can last: a holder repeating `complete` late still gets its answer.
-  const keepMs = Math.max(config.retentionMs, config.maxLeaseMs);
-  let deleted = 0;
-  for (let i = 0; i < BATCHES; i++) {
-    const n = await withDbRetry(() => finishedSweep(db, keepMs, BATCH));
-    deleted += n;
-    if (n < BATCH) break;
-  }
-  return deleted;
+  const stragglers = await withDbRetry(() => moveStragglers(db, STRAGGLERS));
+  const { opened, dropped } = await withDbRetry(() => historySweep(db, bucketWidthMs(config), keepMs(config), now));
+  return { opened, dropped, stragglers };
 }

@@ -12,7 +12,7 @@ import type { OpenDb } from '../db/db.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
 import { Meter } from '../dispatcher/meter.ts';
-import { sweepFinished } from '../dispatcher/retention.ts';
+import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
 import { withDbRetry } from '../dispatcher/retry-db.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
@@ -127,7 +127,8 @@ export async function startNodeSluice(options: {
   await new Promise<void>((resolve) => server.listen({ port: options.port ?? 0, host, backlog: LISTEN_BACKLOG }, resolve));
   const address = server.address() as { port: number };
   loop?.start();
-  // Off the dispatch path: retention once a minute (the Worker's cron does the same), counts
+  // Off the dispatch path: retention every bucket width, at least once a minute (the Worker's
+  // cron and first pusher shard do the same), counts
   // for /metrics every 15 s (the cron's minute on the Worker), and counters a long run holds.
   // One count at a time: a slow one (a large table) is not joined by the next.
   let counting: Promise<void> | null = null;
@@ -141,7 +142,10 @@ export async function startNodeSluice(options: {
   };
   const timers = loop
     ? [
-        setInterval(() => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)), 60_000),
+        setInterval(
+          () => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)),
+          sweepIntervalMs(config),
+        ),
         setInterval(countTasks, COUNT_INTERVAL_MS),
         setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS),
       ]

@@ -11,6 +11,7 @@ import { describeLimits, type Env, loadConfig } from '../config.ts';
 import { isStall, nextShard, wakeAt } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { openNeonDb } from '../db/neon.ts';
+import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
 import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { type PusherRpc, pusherOf, schedulerOf } from './bindings.ts';
@@ -36,6 +37,8 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
   #stalls = 0;
   /** Tells a drain in progress that more work came due. */
   #nudges = new EventTarget();
+  /** When shard 0 sweeps history next (the cron sweeps once a minute; at volume, buckets turn faster). */
+  #nextSweepMs = 0;
 
   /**
    * Starts a drain as soon as possible, and tells a drain in progress to claim again now (it
@@ -85,6 +88,10 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       throw error;
     } finally {
       await (recruited as Promise<void> | null)?.catch((e: unknown) => console.error('sluice: waking a pusher shard failed', e));
+    }
+    if (index === 0 && Date.now() >= this.#nextSweepMs) {
+      this.#nextSweepMs = Date.now() + sweepIntervalMs(config);
+      await sweepFinished(this.#db, config).catch((e: unknown) => console.error('sluice: retention sweep failed', e));
     }
     if (report.more) {
       // A fresh invocation: fresh subrequest and CPU budgets, the same connection.

@@ -55,7 +55,7 @@ it('claims within a rate as its room comes, while earlier pushes are still runni
     await endpoint.waitFor(6, 15_000);
   });
   const [span] = await t.db.query<{ ms: number }>(
-    `select (extract(epoch from max(started_at) - min(started_at)) * 1000)::float8 as ms from sluice.attempts`,
+    `select (extract(epoch from max(started_at) - min(started_at)) * 1000)::float8 as ms from sluice.all_attempts`,
   );
   // Three windows of 500 ms: the last two claims 1 s after the first, not after a 2.5 s push.
   expect(span!.ms).toBeGreaterThanOrEqual(1_000);
@@ -78,7 +78,7 @@ it("fires a schedule's slots while the run waits on a slow push, missing none", 
   });
   const schedule = await withLoop({}, async () => {
     // Until the slow push has been answered.
-    const slowDone = `select 1 from sluice.attempts a join sluice.tasks t on t.id = a.task_id where t.url like '%/slow'`;
+    const slowDone = `select 1 from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id where t.url like '%/slow'`;
     await expect.poll(async () => (await t.db.query(slowDone)).length, { timeout: 15_000 }).toBe(1);
     return scheduleGet(t.db, 'tick');
   });

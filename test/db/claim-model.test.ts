@@ -17,7 +17,7 @@ afterAll(() => t.drop());
 
 /** Writes the scenario into Postgres; returns the model of what Postgres now holds. */
 async function load(state: ModelState): Promise<ModelState> {
-  await t.db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
+  await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits cascade');
   const clock = Date.now();
   // Model time NOW is the database's now: shift run_at by the same offset.
   const at = (ms: number) => new Date(clock + (ms - NOW));

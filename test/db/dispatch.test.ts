@@ -328,7 +328,7 @@ describe('run budgets', () => {
       { budgetMs: 5_000, maxPushes: 2 },
     );
     expect(report).toMatchObject({ claimed: 2, succeeded: 2 });
-    const [left] = await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status = 'pending'`);
+    const [left] = await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where status = 'pending'`);
     expect(left!.n).toBe(3);
   });
 });

@@ -7,7 +7,6 @@ import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/tasks.ts';
-import { sweepFinished } from '../../src/dispatcher/retention.ts';
 import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
@@ -197,49 +196,7 @@ describe('a run reports when to wake', () => {
     abort.abort();
     const report = await running;
     expect(report).toMatchObject({ claimed: 1, succeeded: 1 });
-    const statuses = await t.db.query<{ status: string }>('select status from sluice.tasks order by id');
+    const statuses = await t.db.query<{ status: string }>('select status from sluice.all_tasks order by id');
     expect(statuses.map((r) => r.status)).toEqual(['succeeded', 'pending']);
-  });
-});
-
-describe('retention', () => {
-  const finishAgo = (ids: string[], ms: number) =>
-    t.db.query(
-      `update sluice.tasks set status = 'succeeded', finished_at = now() - make_interval(secs => $2 / 1000.0) where id = any($1::bigint[])`,
-      [ids, ms],
-    );
-
-  it('a sweep deletes finished tasks older than the window, with their attempts, and nothing else', async () => {
-    const old = await Promise.all([enqueue(), enqueue()]);
-    const recent = await enqueue();
-    const live = await enqueue({ delayMs: 3_600_000 });
-    await finishAgo(
-      old.map((x) => x.id),
-      8 * 86_400_000,
-    );
-    await finishAgo([recent.id], 86_400_000);
-    await t.db.query(
-      `insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome) values ($1, 1, gen_random_uuid(), now(), 'succeeded')`,
-      [old[0]!.id],
-    );
-    expect(await sweepFinished(t.db, { ...config, retentionMs: 7 * 86_400_000 })).toBe(2);
-    const left = await t.db.query<{ id: string }>('select id::text from sluice.tasks t order by t.id');
-    expect(left.map((r) => r.id)).toEqual([recent.id, live.id]);
-    expect(await t.db.query('select 1 from sluice.attempts')).toHaveLength(0);
-  });
-
-  it('deletes nothing when kept for ever, nor sooner than a lease can last', async () => {
-    const many = await taskInsertMany(
-      t.db,
-      Array.from({ length: 30 }, () => newTask({ url: `${endpoint.url}/x` })),
-    );
-    await finishAgo(
-      many.map((m) => m.task.id),
-      86_400_000,
-    );
-    expect(await sweepFinished(t.db, { ...config, retentionMs: null })).toBe(0);
-    // Kept at least as long as a lease can last (12 h by default), whatever the window says.
-    expect(await sweepFinished(t.db, { retentionMs: 60_000, maxLeaseMs: 2 * 86_400_000 })).toBe(0);
-    expect(await sweepFinished(t.db, { ...config, retentionMs: 60_000 })).toBe(30);
   });
 });

@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import type { Db } from '../../src/db/db.ts';
+import { moveStragglers } from '../../src/db/history.ts';
 import { keyLimitDelete, keyLimitPut, queueOverrideDelete, queueOverridePatch } from '../../src/db/queues.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { taskInsertMany, taskRedrive } from '../../src/db/tasks.ts';
@@ -194,6 +195,7 @@ describe('lane hints never hide work', () => {
       `update sluice.tasks set status = 'dead', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now() where id = $1`,
       [redriven!.task.id],
     );
+    await moveStragglers(t.db, 1);
     // Both writes are made in a transaction that stays open while claim passes run, the last
     // of them far past the promotion window's margin (moved clock): then both commit.
     const late = await t.db.transaction(async (tx) => {
@@ -237,8 +239,8 @@ describe('lane hints never hide work', () => {
     expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due - 1) })).toEqual([]);
     const passed = await t.db.transaction(async (tx) => {
       // An enqueue into the same lane holds its row while the first pass after the task came due runs.
-      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms, run_at)
-                      values ('wide', 'https://example.com', 'held', 1, '{}', 1000, 2000, now() + interval '1 hour')`);
+      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, run_at)
+                      values ('wide', 'https://example.com', 'held', 1, 1000, 1000, 2, 0, 1000, 2000, now() + interval '1 hour')`);
       return taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}', now: new Date(due + 15_000) });
     });
     expect(passed).toEqual([]);
@@ -249,8 +251,8 @@ describe('lane hints never hide work', () => {
   it('an enqueue transaction left open on a lane does not stall claims', async () => {
     await taskInsertMany(t.db, [newTask({ queue: 'wide', concurrencyKey: 'a' }), newTask({ queue: 'wide', concurrencyKey: 'b' })]);
     const open = await t.db.transaction(async (tx) => {
-      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms)
-                      values ('wide', 'https://example.com', 'a', 1, '{}', 1000, 2000)`);
+      await tx.query(`insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms)
+                      values ('wide', 'https://example.com', 'a', 1, 1000, 1000, 2, 0, 1000, 2000)`);
       const started = Date.now();
       const got = await claim(10);
       return { ms: Date.now() - started, n: got.length };
@@ -274,12 +276,12 @@ describe('run-time overrides', () => {
     // Drain three leases: 2 left, still at the limit of 2.
     await t.db.query(
       `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now()
-       where id in (select id from sluice.tasks where status = 'leased' limit 3)`,
+       where id in (select id from sluice.all_tasks where status = 'leased' limit 3)`,
     );
     expect(await claim(10)).toHaveLength(0);
     await t.db.query(
       `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now()
-       where id in (select id from sluice.tasks where status = 'leased' limit 1)`,
+       where id in (select id from sluice.all_tasks where status = 'leased' limit 1)`,
     );
     expect(await claim(10)).toHaveLength(1);
     // Removing the override restores the environment's 3.

@@ -113,7 +113,9 @@ describe('limits under racing dispatchers', () => {
         for (;;) {
           const report = await dispatchRun({ db, config, keyring }, { budgetMs: 30_000 });
           reports.push(report);
-          const [left] = await db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status in ('pending', 'leased')`);
+          const [left] = await db.query<{ n: number }>(
+            `select count(*)::int as n from sluice.all_tasks where status in ('pending', 'leased')`,
+          );
           if (left!.n === 0) return;
           if (report.claimed === 0) await new Promise((r) => setTimeout(r, 5));
         }
@@ -128,7 +130,7 @@ describe('limits under racing dispatchers', () => {
       const db = openPgDb(t.url, 1);
       while (running) {
         const rows = await db.query<{ queue: string; lane: string; n: number }>(
-          `select queue, lane, count(*)::int as n from sluice.tasks where status = 'leased' group by rollup (queue, lane)`,
+          `select queue, lane, count(*)::int as n from sluice.all_tasks where status = 'leased' group by rollup (queue, lane)`,
         );
         dbPeak.samples++;
         for (const r of rows) {
@@ -158,7 +160,7 @@ describe('limits under racing dispatchers', () => {
     expect(ids).toHaveLength(3_000);
     expect(new Set(ids).size).toBe(3_000);
     const [state] = await t.db.query<{ succeeded: number; leased: number }>(
-      `select count(*) filter (where status = 'succeeded')::int as succeeded, count(*) filter (where status = 'leased')::int as leased from sluice.tasks`,
+      `select count(*) filter (where status = 'succeeded')::int as succeeded, count(*) filter (where status = 'leased')::int as leased from sluice.all_tasks`,
     );
     expect(state).toEqual({ succeeded: 3_000, leased: 0 });
     // The limits were reached, not merely respected by an idle system.

@@ -138,7 +138,7 @@ describe('shutting down', () => {
     await endpoint.waitFor(1);
     await own.close();
     expect(endpoint.received).toHaveLength(1);
-    const statuses = await t.db.query<{ id: string; status: string }>('select id::text, status from sluice.tasks t order by t.id');
+    const statuses = await t.db.query<{ id: string; status: string }>('select id::text, status from sluice.all_tasks t order by t.id');
     expect(statuses).toEqual([
       { id: first.id, status: 'succeeded' },
       { id: second.id, status: 'pending' },

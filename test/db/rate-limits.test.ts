@@ -66,7 +66,7 @@ describe('rate limits in the claim', () => {
     expect(await claimAt(2_000)).toHaveLength(3);
     // Held tasks used no attempt.
     const [held] = await t.db.query<{ n: number; attempts: number }>(
-      `select count(*)::int as n, max(attempts)::int as attempts from sluice.tasks where status = 'pending'`,
+      `select count(*)::int as n, max(attempts)::int as attempts from sluice.all_tasks where status = 'pending'`,
     );
     expect(held).toEqual({ n: 1, attempts: 0 });
   });
@@ -178,7 +178,9 @@ describe('rate limits under racing dispatchers', () => {
       try {
         for (;;) {
           const report = await dispatchRun({ db, config: race, keyring }, { budgetMs: 5_000 });
-          const [left] = await db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status in ('pending', 'leased')`);
+          const [left] = await db.query<{ n: number }>(
+            `select count(*)::int as n from sluice.all_tasks where status in ('pending', 'leased')`,
+          );
           if (left!.n === 0) return;
           // As the Node loop does: sleep until the next grant ends (or briefly, if another dispatcher holds the work).
           await new Promise((r) => setTimeout(r, Math.min(report.nextDueInMs ?? 20, 200)));
@@ -196,7 +198,7 @@ describe('rate limits under racing dispatchers', () => {
     // Each claim's time is its attempt's start: per level, no window of the period holds more than the limit.
     const rows = await t.db.query<{ level: string; started: Date }>(
       `select t.queue || coalesce('/' || t.concurrency_key, '') as level, a.started_at as started
-       from sluice.attempts a join sluice.tasks t on t.id = a.task_id order by a.started_at`,
+       from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id order by a.started_at`,
     );
     const byLevel = new Map<string, number[]>();
     for (const r of rows) byLevel.set(r.level, [...(byLevel.get(r.level) ?? []), new Date(r.started).getTime()]);
@@ -235,9 +237,9 @@ describe('rate limits on the Node server', () => {
       }
       await endpoint.waitFor(5, 10_000);
       // Five at two per 500 ms: on the claims' clock, the fifth waited for the third window.
-      await expect.poll(async () => (await t.db.query(`select 1 from sluice.attempts`)).length).toBe(5);
+      await expect.poll(async () => (await t.db.query(`select 1 from sluice.all_attempts`)).length).toBe(5);
       const [span] = await t.db.query<{ ms: number }>(
-        `select (extract(epoch from max(started_at) - min(started_at)) * 1000)::float8 as ms from sluice.attempts`,
+        `select (extract(epoch from max(started_at) - min(started_at)) * 1000)::float8 as ms from sluice.all_attempts`,
       );
       const gap = span!.ms;
       expect(gap).toBeGreaterThanOrEqual(1_000);

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { moveStragglers } from '../../src/db/history.ts';
 import { taskInsertMany, taskRedriveMatching } from '../../src/db/tasks.ts';
 import { useDispatchFixture } from '../helpers/fixture.ts';
 import { newTask } from '../helpers/tasks.ts';
@@ -18,13 +19,15 @@ async function deadTasks(tasks: Parameters<typeof newTask>[0][]): Promise<string
       tasks.map((t) => newTask(t)),
     )
   ).map((r) => r.task.id);
+  // Dead in place, then into history as any finished task (db/history.ts).
   await f.t.db.query(`update sluice.tasks set status = 'dead', finished_at = now(), attempts = 1 where id = any($1::bigint[])`, [ids]);
+  await moveStragglers(f.t.db, ids.length);
   return ids;
 }
 
 async function statuses(ids: readonly string[]): Promise<string[]> {
   const rows = await f.t.db.query<{ id: string; status: string }>(
-    'select id::text, status from sluice.tasks where id = any($1::bigint[])',
+    'select id::text, status from sluice.all_tasks where id = any($1::bigint[])',
     [ids],
   );
   return ids.map((id) => rows.find((r) => r.id === id)?.status ?? 'missing');
@@ -41,7 +44,7 @@ describe('redriving dead tasks that match a filter', () => {
     expect(await statuses([...mine, ...other])).toEqual(['pending', 'pending', 'pending', 'pending', 'pending', 'dead']);
     // Fresh attempts, due now, and claimable: the lanes' hints were lowered.
     const rows = await f.t.db.query<{ attempts: number; finished_at: Date | null }>(
-      'select attempts, finished_at from sluice.tasks where id = any($1::bigint[])',
+      'select attempts, finished_at from sluice.all_tasks where id = any($1::bigint[])',
       [mine],
     );
     expect(rows.every((r) => r.attempts === 0 && r.finished_at === null)).toBe(true);

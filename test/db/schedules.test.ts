@@ -88,7 +88,7 @@ async function insertSchedule(s: { name: string; cron: string; timezone?: string
 }
 const fired = (name: string) =>
   t.db.query<{ id: string; slot: string; run_at: string; status: string }>(
-    `select id::text, schedule_slot as slot, run_at, status from sluice.tasks where schedule = $1 order by schedule_slot`,
+    `select id::text, schedule_slot as slot, run_at, status from sluice.all_tasks where schedule = $1 order by schedule_slot`,
     [name],
   );
 const iso = (d: unknown) => new Date(d as string).toISOString();
@@ -278,8 +278,10 @@ describe('firing, with a clock the test moves', () => {
       lease_ms: 5_000,
       expires_at: new Date(due.getTime() + 60_000).toISOString(),
     });
-    const [stored] = await t.db.query<{ headers: object; backoff: { initial_ms: number } }>('select headers, backoff from sluice.tasks');
-    expect(stored).toMatchObject({ headers: { 'x-token': 'secret' }, backoff: { initial_ms: 500 } });
+    const [stored] = await t.db.query<{ headers: object; backoff: { initial_ms: number } }>(
+      'select headers, backoff_initial_ms from sluice.all_tasks',
+    );
+    expect(stored).toMatchObject({ headers: { 'x-token': 'secret' }, backoff_initial_ms: 500 });
     expect((await call('GET', '/v1/schedules/report')).json).toMatchObject({
       last_slot_at: due.toISOString(),
       last_outcome: 'fired',
@@ -311,7 +313,7 @@ describe('firing, with a clock the test moves', () => {
     );
     await fireDueSchedules(t.db, { now: back });
     const [late] = await t.db.query<{ expires_at: Date; run_at: Date }>(
-      `select expires_at, run_at from sluice.tasks where schedule = 'fresh-only'`,
+      `select expires_at, run_at from sluice.all_tasks where schedule = 'fresh-only'`,
     );
     expect(late!.expires_at.getTime() - late!.run_at.getTime()).toBe(60_000);
     expect(late!.expires_at.getTime()).toBeLessThan(back.getTime());
@@ -489,7 +491,7 @@ describe('racing dispatchers', () => {
       await Promise.all([one.close(), two.close()]);
     }
     const counts = await t.db.query<{ n: number; slots: number }>(
-      'select count(*)::int as n, count(distinct (schedule, schedule_slot))::int as slots from sluice.tasks',
+      'select count(*)::int as n, count(distinct (schedule, schedule_slot))::int as slots from sluice.all_tasks',
     );
     expect(counts).toEqual([{ n: 150, slots: 150 }]);
     expect(totals.fired).toBe(150);

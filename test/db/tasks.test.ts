@@ -8,7 +8,7 @@ beforeAll(async () => {
   t = await createTestDatabase();
 });
 afterAll(() => t.drop());
-beforeEach(() => t.db.query('truncate sluice.tasks cascade'));
+beforeEach(() => t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts cascade'));
 
 describe('taskInsertMany', () => {
   it('inserts in input order and returns every field as stored', async () => {

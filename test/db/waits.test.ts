@@ -148,8 +148,8 @@ describe('waits on children', () => {
 
   it('never turn a task that finished while the cancel waited for it into cancelled', async () => {
     const [row] = await t.db.query<{ id: string }>(
-      `insert into sluice.tasks (queue, url, status, lease_id, leased_at, lease_expires_at, attempts, max_attempts, backoff, timeout_ms, lease_ms)
-       values ('race', 'http://127.0.0.1:9/x', 'leased', gen_random_uuid(), now(), now() + interval '1 minute', 1, 3, '{}', 1000, 60000)
+      `insert into sluice.tasks (queue, url, status, lease_id, leased_at, lease_expires_at, attempts, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms)
+       values ('race', 'http://127.0.0.1:9/x', 'leased', gen_random_uuid(), now(), now() + interval '1 minute', 1, 3, 1000, 1000, 2, 0, 1000, 60000)
        returning id::text as id`,
     );
     const id = row!.id;
@@ -174,7 +174,7 @@ describe('waits on children', () => {
     } finally {
       await settle.end();
     }
-    const [after] = await t.db.query<{ status: string }>('select status from sluice.tasks where id = $1', [id]);
+    const [after] = await t.db.query<{ status: string }>('select status from sluice.all_tasks where id = $1', [id]);
     expect(after!.status).toBe('succeeded');
   });
 
@@ -246,7 +246,7 @@ describe('waits that together would never end', () => {
     expect(refused.every((w) => w.answer.code === 'recursive_wait_deadlock')).toBe(true);
     // Every child ends too (the refused parent's child runs on after its parent ended).
     const children = async () =>
-      (await t.db.query<{ status: string }>(`select status from sluice.tasks where parent_id is not null`)).map((c) => c.status);
+      (await t.db.query<{ status: string }>(`select status from sluice.all_tasks where parent_id is not null`)).map((c) => c.status);
     await expect.poll(children, { timeout: 20_000 }).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
   });
 

@@ -42,7 +42,7 @@ describe.each([
     const task = await enqueue({ backoff: { initialMs: 5_000, maxMs: 5_000, factor: 1, jitter: 0 } });
     expect(await run(skewMs)).toMatchObject({ retried: 1 });
     const [row] = await f.t.db.query<{ wait_ms: number }>(
-      'select (extract(epoch from run_at - now()) * 1000)::float8 as wait_ms from sluice.tasks where id = $1',
+      'select (extract(epoch from run_at - now()) * 1000)::float8 as wait_ms from sluice.all_tasks where id = $1',
       [task.id],
     );
     expect(row!.wait_ms).toBeGreaterThan(3_000);

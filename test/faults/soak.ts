@@ -174,7 +174,7 @@ try {
     failed = true;
     say(`FAILED: ${bad.length} answers were neither 201 nor 429/503 with Retry-After`);
   }
-  const written = await cluster.admin.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where queue = 'burst'`);
+  const written = await cluster.admin.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where queue = 'burst'`);
   const accepted = answers.filter((a) => a.status === 201).length * BURST_BATCH;
   say(`burst tasks in the database: ${written.rows[0]!.n.toLocaleString('en')} (accepted ${accepted.toLocaleString('en')})`);
   if (written.rows[0]!.n !== accepted) {

@@ -181,7 +181,7 @@ describe('sluice against the Node server', () => {
 
   const row = async (sql: string, params: unknown[]) => (await t.db.query<Record<string, unknown>>(sql, params))[0];
   const taskRow = (id: string) =>
-    row('select status, attempts, lease_id, queue, concurrency_key, body from sluice.tasks where id = $1', [id]);
+    row('select status, attempts, lease_id, queue, concurrency_key, body from sluice.all_tasks where id = $1', [id]);
 
   describe('help', () => {
     it('lists every command, and each command names all of its flags and the global ones', async () => {
@@ -545,7 +545,7 @@ describe('sluice against the Node server', () => {
       const listed = await json<{ tasks: Array<{ id: string }>; next_cursor: string | null }>(
         sluice(as.reader, ['tasks', 'list', '--queue', 'many', '--limit', '610', '--json']),
       );
-      const ids = (await t.db.query<{ id: string }>(`select id::text from sluice.tasks t where queue = 'many' order by t.id desc`)).map(
+      const ids = (await t.db.query<{ id: string }>(`select id::text from sluice.all_tasks t where queue = 'many' order by t.id desc`)).map(
         (r) => r.id,
       );
       expect(listed.tasks.map((x) => x.id)).toEqual(ids.slice(0, 610));
@@ -604,8 +604,8 @@ describe('sluice against the Node server', () => {
       });
       const transaction = t.db.transaction(async (tx) => {
         const [inserted] = await tx.query<{ id: string }>(
-          `insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff, timeout_ms, lease_ms, run_at)
-           values ('lateq', 'https://example.com', 'slow', 1, '{}', 1000, 2000, now() + interval '1 hour') returning id::text`,
+          `insert into sluice.tasks (queue, url, concurrency_key, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, run_at)
+           values ('lateq', 'https://example.com', 'slow', 1, 1000, 1000, 2, 0, 1000, 2000, now() + interval '1 hour') returning id::text`,
         );
         took(inserted!.id);
         await held;
@@ -652,8 +652,8 @@ describe('sluice against the Node server', () => {
         // Three tasks that finished before any poll saw them, committed together.
         const ids = (
           await t.db.query<{ id: string }>(
-            `insert into sluice.tasks (queue, url, status, finished_at, max_attempts, backoff, timeout_ms, lease_ms)
-             select 'emptyq', 'https://example.com', 'succeeded', now(), 1, '{}', 1000, 2000 from generate_series(1, 3) returning id::text`,
+            `insert into sluice.tasks (queue, url, status, finished_at, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms)
+             select 'emptyq', 'https://example.com', 'succeeded', now(), 1, 1000, 1000, 2, 0, 1000, 2000 from generate_series(1, 3) returning id::text`,
           )
         )
           .map((r) => r.id)
@@ -747,7 +747,9 @@ describe('sluice against the Worker', () => {
   const f = useWorkerFixture((f) => ({ SLUICE_API_KEYS: withAdmin(f.secrets) }));
   const target = (key: string): Target => ({ url: f.worker.url, env: { SLUICE_URL: f.worker.url, SLUICE_API_KEY: key } });
   const taskRow = async (id: string) =>
-    (await f.t.db.query<{ status: string; lease_id: string | null }>('select status, lease_id from sluice.tasks where id = $1', [id]))[0];
+    (
+      await f.t.db.query<{ status: string; lease_id: string | null }>('select status, lease_id from sluice.all_tasks where id = $1', [id])
+    )[0];
   beforeAll(() => replies(f.endpoint));
 
   it('tail prints a task enqueued with the CLI and its finish; status and queues set see and change the queue', async () => {

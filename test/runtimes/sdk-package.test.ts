@@ -163,9 +163,10 @@ interface TaskRow {
 async function finished(id: string, timeoutMs = 20_000): Promise<TaskRow> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const [row] = await t.db.query<TaskRow>('select status, attempts, result, last_status, last_error from sluice.tasks where id = $1', [
-      id,
-    ]);
+    const [row] = await t.db.query<TaskRow>(
+      'select status, attempts, result, last_status, last_error from sluice.all_tasks where id = $1',
+      [id],
+    );
     if (row && !['pending', 'leased'].includes(row.status)) return row;
     if (Date.now() > end) throw new Error(`task ${id} still ${row?.status}`);
     await new Promise((r) => setTimeout(r, 50));

@@ -71,7 +71,9 @@ async function enqueue(target: Target, task: object): Promise<string> {
 }
 
 async function row(db: Queryable, id: string): Promise<{ status: string; lease_id: string | null }> {
-  const [r] = await db.query<{ status: string; lease_id: string | null }>('select status, lease_id from sluice.tasks where id = $1', [id]);
+  const [r] = await db.query<{ status: string; lease_id: string | null }>('select status, lease_id from sluice.all_tasks where id = $1', [
+    id,
+  ]);
   return r!;
 }
 
@@ -163,7 +165,7 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
       /\/dashboard\/queues\/reports$/,
     );
     expect(released).toContain(`Released lease ${lease} of task #${stuck}`);
-    expect(await db.query('select outcome, error from sluice.attempts where lease_id = $1', [lease])).toEqual([
+    expect(await db.query('select outcome, error from sluice.all_attempts where lease_id = $1', [lease])).toEqual([
       { outcome: 'released', error: 'lease released by an admin' },
     ]);
     expect((await row(db, stuck)).lease_id).not.toBe(lease);

@@ -61,16 +61,35 @@ describe('the cron, the safety net', () => {
     expect(push!.receivedAt).toBeGreaterThanOrEqual(enqueued!.task.runAt.getTime());
   });
 
-  it('deletes finished tasks past the retention window (7 days by default), and no others', async () => {
-    const [old, recent] = await taskInsertMany(t.db, [newTask({ url: `${endpoint.url}/old` }), newTask({ url: `${endpoint.url}/recent` })]);
-    // Finished, whatever a shard still draining from the tests before did with them meanwhile.
+  it('drops history buckets closed longer ago than the retention window (7 days by default), and no others', async () => {
+    // Due in an hour, so that no shard still draining from the tests before pushes them; finished
+    // in place below, as a dispatcher of an earlier version would (the cron's sweep moves such
+    // rows into the open bucket).
+    const [old, recent] = await taskInsertMany(t.db, [
+      newTask({ url: `${endpoint.url}/old`, delayMs: 3_600_000 }),
+      newTask({ url: `${endpoint.url}/recent`, delayMs: 3_600_000 }),
+    ]);
+    const finish = (id: string) =>
+      t.db.query(
+        `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null, finished_at = now()
+         where id = $1 and status <> 'succeeded'`,
+        [id],
+      );
+    // Time passes in the buckets' own times: the open one was opened a day ago (older than its
+    // width, an eighth of the window), so the cron closes it once it holds the old task...
+    await finish(old!.task.id);
     await t.db.query(
-      `update sluice.tasks set status = 'succeeded', lease_id = null, leased_at = null, lease_expires_at = null,
-         finished_at = now() - case when id = $1 then interval '8 days' else interval '1 day' end`,
-      [old!.task.id],
+      `update sluice.history_buckets set opened_at = now() - interval '1 day' where bucket = (select max(bucket) from sluice.history_buckets)`,
     );
     await worker.scheduled();
-    const left = await t.db.query<{ id: string }>('select id::text from sluice.tasks');
+    const [closed] = await t.db.query<{ bucket: string }>(
+      'select max(bucket)::text as bucket from sluice.history_buckets where closed_at is not null',
+    );
+    // ...which then closed eight days ago, past the window.
+    await t.db.query(`update sluice.history_buckets set closed_at = now() - interval '8 days' where bucket = $1`, [closed!.bucket]);
+    await finish(recent!.task.id);
+    await worker.scheduled();
+    const left = await t.db.query<{ id: string }>('select id::text from sluice.all_tasks');
     expect(left).toEqual([{ id: recent!.task.id }]);
   });
 
@@ -83,7 +102,7 @@ describe('the cron, the safety net', () => {
     );
     await worker.scheduled();
     const [row] = await t.db.query<{ attempts: number; last_error: string }>(
-      'select attempts, last_error from sluice.tasks where id = $1',
+      'select attempts, last_error from sluice.all_tasks where id = $1',
       [enqueued!.task.id],
     );
     expect(row).toMatchObject({ attempts: 1, last_error: expect.stringMatching(/lease expired/) });
@@ -166,7 +185,7 @@ describe('pusher shards', () => {
       expect(recruited.peak).toBeGreaterThan(2);
       expect(recruited.peak).toBeLessThanOrEqual(5);
       const statuses = () =>
-        t.db.query<{ status: string; n: number }>('select status, count(*)::int as n from sluice.tasks group by status');
+        t.db.query<{ status: string; n: number }>('select status, count(*)::int as n from sluice.all_tasks group by status');
       await expect.poll(statuses, { timeout: 5_000 }).toEqual([{ status: 'succeeded', n: 40 }]);
     } finally {
       await sharded.close();
@@ -199,12 +218,12 @@ describe('faults on the Worker path', () => {
       expect(f.proxy.cut()).toBeGreaterThan(0);
       const cutAt = Date.now();
       const succeeded = async () =>
-        (await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status = 'succeeded'`))[0]!.n;
+        (await t.db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where status = 'succeeded'`))[0]!.n;
       await expect.poll(succeeded, { timeout: 30_000, interval: 100 }).toBe(60);
       console.info(`worker: Postgres connections cut mid-drain: all 60 succeeded ${Date.now() - cutAt} ms after the cut`);
       expect(seen.ids.size).toBe(60);
       expect(seen.peak).toBeLessThanOrEqual(5);
-      expect(await t.db.query(`select 1 from sluice.tasks where status = 'leased'`)).toHaveLength(0);
+      expect(await t.db.query(`select 1 from sluice.all_tasks where status = 'leased'`)).toHaveLength(0);
     } finally {
       await sharded.close();
     }

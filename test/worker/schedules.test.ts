@@ -42,7 +42,7 @@ async function call(method: string, path: string, body?: unknown) {
 async function pushedSlots(): Promise<Array<{ name: string; slot: string }>> {
   const ids = endpoint.received.map((p) => String(p.headers['sluice-task-id']));
   const rows = await t.db.query<{ schedule: string; slot: Date }>(
-    'select schedule, schedule_slot as slot from sluice.tasks where id = any($1::bigint[]) order by schedule_slot',
+    'select schedule, schedule_slot as slot from sluice.all_tasks where id = any($1::bigint[]) order by schedule_slot',
     [ids],
   );
   return rows.map((r) => ({ name: r.schedule, slot: r.slot.toISOString() }));

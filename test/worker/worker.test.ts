@@ -130,7 +130,7 @@ describe('the API', () => {
     const bad = await post('/v1/tasks/batch', { tasks: [{ url: `${endpoint.url}/a` }, { url: `${endpoint.url}/b`, priority: 'high' }] });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { issues: unknown[] }).issues).toEqual([{ path: 'tasks.1.priority', message: expect.any(String) }]);
-    expect((await t.db.query('select 1 from sluice.tasks')).length).toBe(0);
+    expect((await t.db.query('select 1 from sluice.all_tasks')).length).toBe(0);
 
     const ok = await post('/v1/tasks/batch', {
       tasks: [{ url: `${endpoint.url}/a` }, { url: `${endpoint.url}/b`, dedup_key: 'k' }, { url: `${endpoint.url}/c`, dedup_key: 'k' }],
@@ -242,7 +242,7 @@ describe('the API', () => {
       expect(problem.status).toBe(status);
       expect(res.headers.get('content-type')).toBe('application/problem+json');
     }
-    expect((await t.db.query('select 1 from sluice.tasks')).length).toBe(0);
+    expect((await t.db.query('select 1 from sluice.all_tasks')).length).toBe(0);
   });
 
   it('reports every problem of a body in one round, the URL included', async () => {

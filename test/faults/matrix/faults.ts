@@ -129,7 +129,7 @@ export async function restartPostgres(db: Database): Promise<Injected> {
 
 async function leasedNow(ctx: FaultContext): Promise<Map<string, string>> {
   const { rows } = await ctx.cluster.admin.query<{ lease_id: string; id: string }>(
-    `select lease_id::text, id::text from sluice.tasks where status = 'leased'`,
+    `select lease_id::text, id::text from sluice.all_tasks where status = 'leased'`,
   );
   return new Map(rows.map((r) => [r.lease_id, r.id]));
 }
@@ -278,7 +278,7 @@ export const FAULTS: Fault[] = [
       const client = new pg.Client({ connectionString: ctx.db.url, application_name: 'sluice-faults-xmin' });
       await client.connect();
       await client.query('begin isolation level repeatable read');
-      await client.query('select count(*) from sluice.tasks');
+      await client.query('select count(*) from sluice.all_tasks');
       return {
         window: null,
         async release() {

@@ -100,7 +100,7 @@ export async function drive(d: Drive): Promise<Omit<RunResult, 'fault'>> {
   let faulty = false;
   let release: Injected['release'];
   try {
-    await d.admin.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
+    await d.admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits cascade');
     endpoint.reset();
     const script = d.fault.behave;
     if (script) endpoint.behave((p) => script(p, () => faulty));
@@ -159,7 +159,7 @@ export async function drained(admin: pg.Pool, items: number): Promise<boolean> {
   const { rows } = await admin.query<{ done: number; open: number }>(
     `select count(distinct (body::jsonb ->> 'item')) filter (where status = 'succeeded')::int as done,
             count(*) filter (where status in ('pending', 'leased'))::int as open
-     from sluice.tasks`,
+     from sluice.all_tasks`,
   );
   return rows[0]!.done >= items && rows[0]!.open === 0;
 }
@@ -167,12 +167,12 @@ export async function drained(admin: pg.Pool, items: number): Promise<boolean> {
 /** The history the checker reads: the database at rest and the endpoint's log. */
 export async function collect(admin: pg.Pool, endpoint: FaultEndpoint) {
   const tasks = await admin.query<{ id: string; item: number; status: string }>(
-    `select id::text, (body::jsonb ->> 'item')::int as item, status from sluice.tasks`,
+    `select id::text, (body::jsonb ->> 'item')::int as item, status from sluice.all_tasks`,
   );
-  const leased = await admin.query<{ n: number }>(`select count(*)::int as n from sluice.tasks where status = 'leased'`);
+  const leased = await admin.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where status = 'leased'`);
   const abandoned = endpoint.pushes.filter((p) => p.behaviour === 'abandon').map((p) => p.leaseId);
   const attempts = await admin.query<{ leaseId: string; outcome: string }>(
-    `select lease_id::text as "leaseId", outcome from sluice.attempts where lease_id = any($1::uuid[])`,
+    `select lease_id::text as "leaseId", outcome from sluice.all_attempts where lease_id = any($1::uuid[])`,
     [abandoned],
   );
   return {

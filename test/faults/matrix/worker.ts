@@ -94,7 +94,7 @@ export const WORKER_FAULTS: WorkerFault[] = [
       const startMs = wallNow();
       await ctx.restart(true);
       // What waits now has no alarm to wake a shard: only the cron will.
-      const waiting = await ctx.admin.query<{ id: string }>(`select id::text from sluice.tasks where status = 'pending'`);
+      const waiting = await ctx.admin.query<{ id: string }>(`select id::text from sluice.all_tasks where status = 'pending'`);
       return {
         window: { startMs, endMs: wallNow(), affected: waiting.rows.map((r) => r.id) },
         note: `${waiting.rows.length} tasks waiting when the alarm was lost; cron every ${CRON_MS / 1000} s`,
