@@ -59,22 +59,24 @@ try {
     done: number;
     rssBytes: number;
     tasksBytes: number;
-    attemptsBytes: number;
+    historyBytes: number;
   }
   const samples: Sample[] = [];
   const started = Date.now();
   const sample = async () => {
     const status = await readFile(`/proc/${pid}/status`, 'utf8');
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-    const { rows } = await cluster.admin.query<{ tasks: string; attempts: string }>(
-      `select pg_total_relation_size('sluice.tasks')::text as tasks, pg_total_relation_size('sluice.attempts')::text as attempts`,
+    // The hot table with the live attempts; history is the sum of its buckets' tables.
+    const { rows } = await cluster.admin.query<{ tasks: string; history: string }>(
+      `select (pg_total_relation_size('sluice.tasks') + pg_total_relation_size('sluice.attempts'))::text as tasks,
+              (select coalesce(sum(pg_total_relation_size(relid)), 0) from pg_partition_tree('sluice.finished'))::text as history`,
     );
     samples.push({
       at: (Date.now() - started) / 1_000,
       done: endpoint.doneCount(),
       rssBytes: rssKb * 1024,
       tasksBytes: Number(rows[0]!.tasks),
-      attemptsBytes: Number(rows[0]!.attempts),
+      historyBytes: Number(rows[0]!.history),
     });
   };
   const sampling = setInterval(() => void sample().catch(() => {}), 2_000);
@@ -118,11 +120,11 @@ try {
   const rss = warm.map((s) => s.rssBytes);
   const firstWarm = median(rss.slice(0, 5));
   const lastWarm = median(rss.slice(-5));
-  say(`\n| s | items done | Sluice RSS | sluice.tasks | sluice.attempts |\n|--:|--:|--:|--:|--:|`);
+  say(`\n| s | items done | Sluice RSS | live (tasks, attempts) | history (finished) |\n|--:|--:|--:|--:|--:|`);
   const every = Math.max(1, Math.floor(samples.length / 15));
   for (const [i, s] of samples.entries()) {
     if (i % every !== 0 && i !== samples.length - 1) continue;
-    say(`| ${s.at.toFixed(0)} | ${s.done.toLocaleString('en')} | ${mib(s.rssBytes)} | ${mib(s.tasksBytes)} | ${mib(s.attemptsBytes)} |`);
+    say(`| ${s.at.toFixed(0)} | ${s.done.toLocaleString('en')} | ${mib(s.rssBytes)} | ${mib(s.tasksBytes)} | ${mib(s.historyBytes)} |`);
   }
   const growth = (lastWarm - firstWarm) / firstWarm;
   say(

@@ -1,0 +1,259 @@
+/**
+ * `npm run bench:sustain`: does Sluice hold a steady state at volume? Tasks are enqueued at a
+ * fixed rate (open loop: the schedule does not wait for the server) in batches over the HTTP API,
+ * pushed signed to a no-op endpoint, for a given time, with a short retention. Every sample
+ * (a minute by default) prints: pushes/s, enqueue returned → push arrived (p50, p99), rows in the
+ * hot table, rows retained in history, bytes of every Sluice table, WAL bytes per task pushed.
+ * It ends with a verdict: steady when, over the second half, neither rows, bytes nor p99 trend up
+ * by more than 10% (least squares, against the mean, or a second's tasks of rows and 10 ms of
+ * latency where the mean is smaller), and the run kept up with the rate.
+ *
+ *   --rate n        tasks/s (default 500)       --minutes n     duration (default 10)
+ *   --retention d   SLUICE_RETENTION (1m)        --batch n       tasks a POST (100)
+ *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { migrateDatabase } from '../src/node/migrations.ts';
+import { freePort, startEmbeddedPostgres } from '../src/node/postgres.ts';
+import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';
+import { startWsProxy } from '../src/node/ws-proxy.ts';
+import { generateApiKey } from '../src/security/api-keys.ts';
+import { generateSigningJwk } from '../src/security/keyring.ts';
+import { BIN, spawnReady } from '../test/helpers/process.ts';
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: 'string', default: '500' },
+    minutes: { type: 'string', default: '10' },
+    retention: { type: 'string', default: '1m' },
+    batch: { type: 'string', default: '100' },
+    'sample-s': { type: 'string', default: '60' },
+    worker: { type: 'boolean', default: false },
+  },
+});
+const rate = Number(values.rate);
+const durationMs = Number(values.minutes) * 60_000;
+const batch = Number(values.batch);
+const sampleMs = Number(values['sample-s']) * 1000;
+if (![rate, durationMs, batch, sampleMs].every((x) => Number.isFinite(x) && x > 0))
+  throw new Error('--rate, --minutes, --batch, --sample-s: positive numbers');
+const path = values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)';
+
+// Postgres, the endpoint, the server.
+const dir = await mkdtemp(join(tmpdir(), 'sluice-sustain-'));
+const postgres = await startEmbeddedPostgres({ dir, persistent: false, settings: { fsync: 'off' } });
+const admin = new pg.Pool({ connectionString: postgres.url('postgres'), max: 2 });
+await admin.query('create database sustain');
+const url = postgres.url('sustain');
+await migrateDatabase(url);
+const db = new pg.Pool({ connectionString: url, max: 2 });
+
+/** Enqueue-returned times by task number, and what arrived. */
+const returnedAt = new Map<number, number>();
+let arrivals: number[] = [];
+let pushed = 0;
+const endpoint = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    const at = performance.now();
+    const n = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { n: number }).n;
+    const sent = returnedAt.get(n);
+    // A push that beats its enqueue's answer (the API answers after commit) counts as 0 ms.
+    arrivals.push(sent === undefined ? 0 : Math.max(0, at - sent));
+    returnedAt.delete(n);
+    pushed++;
+    res.writeHead(200).end();
+  });
+});
+await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
+const target = `http://127.0.0.1:${(endpoint.address() as { port: number }).port}/noop`;
+
+const key = await generateApiKey('sustain');
+const env: Record<string, string> = {
+  DATABASE_URL: url,
+  SLUICE_API_KEYS: JSON.stringify([key.entry]),
+  SLUICE_SIGNING_KEYS: JSON.stringify({ keys: [await generateSigningJwk('EdDSA', 'sustain-1')] }),
+  SLUICE_ALLOW_PRIVATE_TARGETS: 'true',
+  SLUICE_RETENTION: values.retention,
+  // Retention never keeps less than a lease can last: a minute here, so the window is the one asked.
+  SLUICE_MAX_LEASE_MS: '60000',
+};
+let base: string;
+let stopServer: () => Promise<void>;
+let cron: ReturnType<typeof setInterval> | null = null;
+if (values.worker) {
+  const proxy = await startWsProxy({ host: '127.0.0.1', port: postgres.port });
+  const worker = await startWorker({ script: await bundleWorker(), vars: { ...env, SLUICE_NEON_WS_PROXY: proxy.address } });
+  base = worker.url;
+  // Cloudflare fires the cron every minute; here the harness does.
+  cron = setInterval(() => void worker.scheduled().catch((e) => console.error('cron failed', e)), 60_000);
+  stopServer = async () => {
+    await worker.close();
+    await proxy.close();
+  };
+} else {
+  const port = await freePort();
+  const server: ChildProcess = await spawnReady(
+    `${BIN}/node`,
+    ['src/node/serve.ts'],
+    { ...env, PORT: String(port) },
+    'sluice: listening on',
+  );
+  base = `http://127.0.0.1:${port}`;
+  stopServer = async () => {
+    const exited = new Promise((r) => server.once('exit', r));
+    server.kill('SIGTERM');
+    await exited;
+  };
+}
+
+// The producer: batch k is due at k × batch / rate seconds from the start.
+const started = performance.now();
+let enqueued = 0;
+let failures = 0;
+const producing = true;
+const producer = (async () => {
+  const inFlight = new Set<Promise<void>>();
+  for (let k = 0; producing; k++) {
+    const due = started + (k * batch * 1000) / rate;
+    if (due > started + durationMs) break;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const first = k * batch;
+    const tasks = Array.from({ length: batch }, (_, i) => ({ url: target, queue: 'sustain', body: { n: first + i } }));
+    const call = fetch(`${base}/v1/tasks/batch`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tasks }),
+    })
+      .then(async (res) => {
+        await res.arrayBuffer();
+        if (res.status !== 201) throw new Error(`enqueue answered ${res.status}`);
+        const at = performance.now();
+        for (let i = 0; i < batch; i++) returnedAt.set(first + i, at);
+        enqueued += batch;
+      })
+      .catch(() => {
+        failures++;
+      });
+    const tracked = call.finally(() => inFlight.delete(tracked));
+    inFlight.add(tracked);
+  }
+  await Promise.all(inFlight);
+})();
+
+// Samples.
+interface Sample {
+  minute: number;
+  pushedPerS: number;
+  p50: number;
+  p99: number;
+  hot: number;
+  retained: number;
+  bytes: number;
+  walPerTask: number;
+}
+const samples: Sample[] = [];
+const lsn = async () => (await db.query<{ l: string }>('select pg_current_wal_lsn()::text as l')).rows[0]!.l;
+let lastLsn = await lsn();
+let lastPushed = 0;
+let lastAt = performance.now();
+const quantile = (xs: number[], q: number) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+console.log(
+  `bench:sustain — ${path}, ${rate} tasks/s in batches of ${batch} for ${values.minutes} min, SLUICE_RETENTION=${values.retention}`,
+);
+console.log('| min | pushed/s | p50 ms | p99 ms | hot rows | retained rows | table bytes | WAL B/task |');
+console.log('|--:|--:|--:|--:|--:|--:|--:|--:|');
+async function sample(): Promise<void> {
+  const now = performance.now();
+  const [counts] = (
+    await db.query<{ hot: number; retained: number; bytes: string }>(
+      `select (select count(*) from sluice.tasks)::int as hot, (select count(*) from sluice.finished)::int as retained,
+              (select sum(pg_total_relation_size(c.oid)) from pg_class c join pg_namespace n on n.oid = c.relnamespace
+               where n.nspname = 'sluice' and c.relkind in ('r', 'p', 'm'))::text as bytes`,
+    )
+  ).rows;
+  const l = await lsn();
+  const [wal] = (await db.query<{ b: number }>('select pg_wal_lsn_diff($1, $2)::float8 as b', [l, lastLsn])).rows;
+  const n = pushed - lastPushed;
+  const window = arrivals;
+  arrivals = [];
+  const s: Sample = {
+    minute: Math.round((now - started) / 6_000) / 10,
+    pushedPerS: n / ((now - lastAt) / 1000),
+    p50: quantile(window, 0.5),
+    p99: quantile(window, 0.99),
+    hot: counts!.hot,
+    retained: counts!.retained,
+    bytes: Number(counts!.bytes),
+    walPerTask: n > 0 ? wal!.b / n : 0,
+  };
+  samples.push(s);
+  lastLsn = l;
+  lastPushed = pushed;
+  lastAt = now;
+  console.log(
+    `| ${s.minute} | ${fmt(s.pushedPerS)} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${fmt(s.hot)} | ${fmt(s.retained)} | ${fmt(s.bytes)} | ${fmt(s.walPerTask)} |`,
+  );
+}
+const sampler = setInterval(() => void sample().catch((e) => console.error('sample failed', e)), sampleMs);
+await producer;
+// Let the last pushes land, then one last sample.
+const drainUntil = performance.now() + 30_000;
+while (pushed < enqueued && performance.now() < drainUntil) await new Promise((r) => setTimeout(r, 100));
+clearInterval(sampler);
+// The pushes since the last sample, if any landed after it.
+if (pushed > lastPushed) await sample();
+if (cron) clearInterval(cron);
+
+// The verdict, over the second half.
+const half = samples.filter((s) => s.minute > Number(values.minutes) / 2 && s.minute <= Number(values.minutes) + 0.01);
+/** Growth of a series over the second half (least squares), relative to its mean, or to `floor` when the mean is smaller (rows near 0). */
+function trend(pick: (s: Sample) => number, floor = 0): number {
+  if (half.length < 2) return 0;
+  const xs = half.map((s) => s.minute);
+  const ys = half.map(pick);
+  const mx = xs.reduce((a, b) => a + b) / xs.length;
+  const my = ys.reduce((a, b) => a + b) / ys.length;
+  const slope = xs.reduce((a, x, i) => a + (x - mx) * (ys[i]! - my), 0) / xs.reduce((a, x) => a + (x - mx) ** 2, 0);
+  const scale = Math.max(my, floor);
+  return scale === 0 ? 0 : (slope * (xs[xs.length - 1]! - xs[0]!)) / scale;
+}
+// A second's tasks of rows, and 10 ms of latency, are noise, not a trend.
+const trends = {
+  hot: trend((s) => s.hot, rate),
+  retained: trend((s) => s.retained, rate),
+  bytes: trend((s) => s.bytes),
+  p99: trend((s) => s.p99, 10),
+};
+const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0;
+const steady = keptUp && Object.values(trends).every((t) => t <= 0.1);
+const after3 = samples.filter((s) => s.minute > 3);
+console.log(
+  `\nenqueued ${fmt(enqueued)} (${failures} failed batches), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
+);
+console.log(
+  `second half's trend: hot rows ${(trends.hot * 100).toFixed(1)}%, retained ${(trends.retained * 100).toFixed(1)}%, bytes ${(trends.bytes * 100).toFixed(1)}%, p99 ${(trends.p99 * 100).toFixed(1)}%`,
+);
+console.log(`verdict: ${steady ? 'STEADY' : 'NOT STEADY'}${keptUp ? '' : ' (did not keep up with the rate)'}`);
+
+await stopServer();
+await new Promise<void>((r) => endpoint.close(() => r()));
+await db.end();
+await admin.end();
+await postgres.stop();
+await rm(dir, { recursive: true, force: true });
+process.exit(steady ? 0 : 1);
