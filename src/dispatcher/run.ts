@@ -145,6 +145,10 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // What happened is noted now, so that it can be seen meanwhile and kept at expiry.
       report.unanswered++;
       meter.add('pushes', task.queue, 'unanswered');
+      // Said once per push: its key and queue may wait on this slot until then.
+      log.warn(
+        `sluice: the push of task ${task.id} (queue ${task.queue}${task.concurrencyKey === null ? '' : `, key ${task.concurrencyKey}`}) went unanswered (${outcome.error}); its slot is held until its lease expires at ${task.lease.expiresAt.toISOString()}`,
+      );
       report.roundTrips++;
       await withDbRetry(() => leaseNote(db, task.id, task.lease.id, unansweredNote(task.attempts, outcome.error))).catch((error: unknown) =>
         log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),

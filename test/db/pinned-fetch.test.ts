@@ -102,4 +102,32 @@ describe('pinned fetch', () => {
     await expect(fetch(`${endpoint.url}/slow`, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({ name: 'TimeoutError' });
     await expect(fetch(`http://127.0.0.1:${await freePort()}/`)).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' }, sent: false });
   });
+
+  it('sends again on another connection when a kept-alive one was closed by the endpoint meanwhile', async () => {
+    // An endpoint that answers the first request of a connection and keeps it open, then closes
+    // it without answering when it is used again: an idle connection it had already given up on.
+    const answered: number[] = [];
+    let connections = 0;
+    const server = createServer((socket) => {
+      const n = ++connections;
+      let requests = 0;
+      socket.on('data', () => {
+        if (++requests > 1) return socket.destroy();
+        answered.push(n);
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+    const fetch = pinnedFetch({ allowPrivate: true });
+    try {
+      expect(await (await fetch(url, { method: 'POST', body: new Uint8Array(1) })).text()).toBe('ok');
+      // The same push again: the kept-alive connection fails on use, and a new one answers.
+      expect(await (await fetch(url, { method: 'POST', body: new Uint8Array(1) })).text()).toBe('ok');
+      expect(answered).toEqual([1, 2]);
+    } finally {
+      fetch.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
 });
