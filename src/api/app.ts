@@ -7,6 +7,7 @@ import { loadConfig } from '../config.ts';
 import { ConfigError, TooManyRequestsError, UnauthorizedError } from '../core/errors.ts';
 import { pokeNow } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
+import { MIGRATE_HINT } from '../db/migrate.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
 import { dashboard } from './dashboard/index.ts';
@@ -66,7 +67,9 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   );
   app.onError((error, c) => {
     const problem = problemOf(error);
-    if (problem.status >= 500) console.error(error instanceof ConfigError ? error.message : error);
+    // One line, not a stack, for what the operator fixes outside the code.
+    if (problem.code === 'schema_not_migrated') console.error(`sluice: ${(error as Error).message}; ${MIGRATE_HINT}`);
+    else if (problem.status >= 500) console.error(error instanceof ConfigError ? error.message : error);
     // The operator reads the whole message in the log; a client learns only which variables.
     if (error instanceof ConfigError) {
       const names = [...new Set(error.issues.map((i) => i.path.split('.')[0]))].join(', ');

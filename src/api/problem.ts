@@ -2,7 +2,7 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { type FieldIssue, SluiceError } from '../core/errors.ts';
-import { isTransientDbError } from '../db/faults.ts';
+import { isSchemaMismatch, isTransientDbError } from '../db/faults.ts';
 
 /** How long a client is asked to wait after a 503 (the database does not answer). */
 export const UNAVAILABLE_RETRY_AFTER_S = 1;
@@ -38,6 +38,15 @@ export function problemOf(error: unknown): Problem {
       status: error.status,
       code: codeOf(error.status),
       detail: error.message || titleOf(error.status),
+    };
+  }
+  if (isSchemaMismatch(error)) {
+    return {
+      type: 'https://sluice.dev/problems/schema_not_migrated',
+      title: 'Service Unavailable',
+      status: 503,
+      code: 'schema_not_migrated',
+      detail: "the database is not migrated for this version of Sluice; the server's log says how to fix it",
     };
   }
   if (isTransientDbError(error)) {

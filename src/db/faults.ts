@@ -29,3 +29,12 @@ export function isTransientDbError(error: unknown): boolean {
   // The last two: the Neon driver's HTTP path when its endpoint cannot be reached.
   return /Connection terminated|socket hang up|WebSocket|ECONNRESET|EPIPE|Error connecting to database|fetch failed/i.test(message);
 }
+
+/**
+ * The database has no such schema, table, column or function: it was never migrated, or not for
+ * this version of Sluice (db/migrate.ts `schemaState`). Not a client's doing, and not passing.
+ */
+export function isSchemaMismatch(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && ['3F000', '42P01', '42703', '42883'].includes(code);
+}

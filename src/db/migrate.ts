@@ -6,7 +6,7 @@
  * each applied file is recorded with its checksum (a changed numbered file is refused).
  */
 import { sha256Hex } from '../security/api-keys.ts';
-import type { Db } from './db.ts';
+import type { Db, Queryable } from './db.ts';
 
 export interface Migration {
   /** File name, e.g. `0001_init.sql`; the order is the names' order. */
@@ -68,4 +68,37 @@ export async function migrate(db: Db, migrations: readonly Migration[], function
     }
     return done;
   });
+}
+
+/**
+ * The last numbered migration this version of Sluice is written for (test/unit/schema.test.ts
+ * holds it to the last file in migrations/).
+ */
+export const LATEST_MIGRATION = '0014_history.sql';
+
+/** What to do about a schema that is not this version's, in one line. */
+export const MIGRATE_HINT = 'run `npm run db:migrate` (DATABASE_URL set) to migrate it';
+
+export type SchemaState = 'current' | 'missing' | 'behind' | 'ahead';
+
+/** Whether the database holds the schema this version expects: none yet, an older one, a newer one. */
+export async function schemaState(db: Queryable): Promise<SchemaState> {
+  const [has] = await db.query<{ ok: boolean }>("select to_regclass('sluice.migrations') is not null as ok");
+  if (!has?.ok) return 'missing';
+  const [row] = await db.query<{ latest: string | null }>('select max(name) as latest from sluice.migrations');
+  const latest = row?.latest ?? null;
+  if (latest === null) return 'missing';
+  return latest === LATEST_MIGRATION ? 'current' : latest < LATEST_MIGRATION ? 'behind' : 'ahead';
+}
+
+/** The line an operator reads when the schema is not this version's. */
+export function schemaProblem(state: Exclude<SchemaState, 'current'>): string {
+  switch (state) {
+    case 'missing':
+      return `the database has no Sluice schema: ${MIGRATE_HINT}`;
+    case 'behind':
+      return `the database's schema is older than this version of Sluice (it needs ${LATEST_MIGRATION}): ${MIGRATE_HINT}`;
+    case 'ahead':
+      return `the database's schema is newer than this version of Sluice (a newer one migrated it): run the newer version`;
+  }
 }

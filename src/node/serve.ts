@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import { describeLimits } from '../config.ts';
-import { startNodeSluice } from './server.ts';
+import { ConfigError } from '../core/errors.ts';
+import { SchemaError, startNodeSluice } from './server.ts';
 
 const env = process.env;
 const parsed = z
@@ -24,6 +25,13 @@ const sluice = await startNodeSluice({
   port: parsed.data.PORT,
   host: parsed.data.HOST,
   maxSleepMs: parsed.data.SLUICE_POLL_INTERVAL_MS,
+}).catch((error: unknown) => {
+  // What the operator must fix, in one line: no stack, no server answering 500s meanwhile.
+  if (error instanceof SchemaError || error instanceof ConfigError) {
+    console.error(`sluice: ${error.message}`);
+    process.exit(1);
+  }
+  throw error;
 });
 console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config)}`);
 

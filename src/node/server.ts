@@ -10,6 +10,7 @@ import { type Config, loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
+import { schemaProblem, schemaState } from '../db/migrate.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
 import { Meter } from '../dispatcher/meter.ts';
 import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
@@ -57,6 +58,11 @@ const LISTEN_BACKLOG = 4_096;
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
 
+/** The database's schema is not this version's (db/migrate.ts `schemaState`): nothing starts. */
+export class SchemaError extends Error {
+  override name = 'SchemaError';
+}
+
 export async function startNodeSluice(options: {
   env: Record<string, string | undefined>;
   port?: number;
@@ -76,6 +82,15 @@ export async function startNodeSluice(options: {
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20, options.connectTimeoutMs);
   const dispatchDb = openPgDb(config.databaseUrl, DISPATCH_POOL_SIZE, 0);
   const shared: OpenDb = { ...db, close: async () => {} };
+  // A database that is not migrated for this version would fail every request and every claim.
+  const state = await schemaState(db).catch(async (error: unknown) => {
+    await Promise.all([db.close(), dispatchDb.close()]);
+    throw error;
+  });
+  if (state !== 'current') {
+    await Promise.all([db.close(), dispatchDb.close()]);
+    throw new SchemaError(schemaProblem(state));
+  }
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
   const push = pinnedFetch({ allowPrivate: config.allowPrivateTargets });

@@ -11,10 +11,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** `empty`: a database with no schema at all, as a new one is before `npm run db:migrate`. */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl');
   const name = `t_${crypto.randomUUID().replace(/-/g, '').slice(0, 16)}`;
-  await adminQuery(adminUrl, `create database ${name} template sluice_template`);
+  await adminQuery(adminUrl, options.empty ? `create database ${name}` : `create database ${name} template sluice_template`);
   const url = adminUrl.replace(/\/postgres$/, `/${name}`);
   const db = openPgDb(url, 20);
   return {

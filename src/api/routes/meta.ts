@@ -1,17 +1,21 @@
 /** Unauthenticated endpoints: health, the public signing keys, the OpenAPI document and its page. */
 import { Hono } from 'hono';
+import { type SchemaState, schemaProblem, schemaState } from '../../db/migrate.ts';
 import type { AppEnv } from '../context.ts';
 import { DOCS_HTML, openApiDocument } from '../openapi.ts';
 
 export const meta = new Hono<AppEnv>();
 
+// Healthy: the database answers, with the schema this version is written for.
 meta.get('/healthz', async (c) => {
+  let state: SchemaState;
   try {
-    await c.var.db.query('select 1');
-    return c.json({ status: 'ok' });
+    state = await schemaState(c.var.db);
   } catch {
     return c.json({ status: 'unavailable', detail: 'the database does not answer' }, 503);
   }
+  if (state !== 'current') return c.json({ status: 'unavailable', detail: schemaProblem(state) }, 503);
+  return c.json({ status: 'ok' });
 });
 
 meta.get('/.well-known/jwks.json', async (c) => {
