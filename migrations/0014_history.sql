@@ -1,5 +1,5 @@
 -- Live work in a small hot table, finished tasks in history partitions dropped whole
--- (docs/design.md, "Storage"). Until now a finished task stayed in sluice.tasks until retention
+-- (docs/DESIGN.md §10). Until now a finished task stayed in sluice.tasks until retention
 -- deleted it, at most 5,000 rows a minute: above 83 tasks/s the table grew without end, and every
 -- finished row kept paying for the indexes the claim and the listing share.
 --

@@ -1,6 +1,6 @@
 /**
  * Sluice's configuration: wrangler `[vars]` and secrets on Workers, environment variables
- * elsewhere (DESIGN.md §7). Parsed once per environment with zod into a frozen `Config`;
+ * elsewhere (docs/DESIGN.md §7). Parsed once per environment with zod into a frozen `Config`;
  * every message names the variable and the fix.
  */
 import type { JWK } from 'jose';

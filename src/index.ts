@@ -1,6 +1,6 @@
 /**
  * The Cloudflare Worker: the API (`fetch`), the cron safety net (`scheduled`), and the
- * dispatch Durable Objects (DESIGN.md §6): the scheduler, which holds the one alarm set to the
+ * dispatch Durable Objects (docs/DESIGN.md §6): the scheduler, which holds the one alarm set to the
  * next due time, and the pusher shards, which claim and push. The API reaches Postgres with
  * the Neon driver: one-shot HTTP queries, or a Pool per request (`SLUICE_API_DATABASE`).
  */

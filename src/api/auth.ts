@@ -1,4 +1,4 @@
-/** Bearer API keys with scopes (DESIGN.md §8), and a brake on guessing them. */
+/** Bearer API keys with scopes (docs/DESIGN.md §8), and a brake on guessing them. */
 import { createMiddleware } from 'hono/factory';
 import { ForbiddenError, TooManyRequestsError, UnauthorizedError } from '../core/errors.ts';
 import { type ApiKeyEntry, matchApiKey, type Scope } from '../security/api-keys.ts';

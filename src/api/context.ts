@@ -14,7 +14,7 @@ export interface Platform {
   openDb(config: Config): OpenDb;
   /** The client's network address, where the platform knows it (for the bad-key brake). */
   clientAddress(request: Request): string | null;
-  /** Tells the dispatcher that work comes due (DESIGN.md §6), without delaying the response. */
+  /** Tells the dispatcher that work comes due (docs/DESIGN.md §6), without delaying the response. */
   poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
 }
 

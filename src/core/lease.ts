@@ -1,5 +1,5 @@
 /**
- * The lease state machine (DESIGN.md §4), pure. A lease is granted by a claim and ends exactly
+ * The lease state machine (docs/DESIGN.md §4), pure. A lease is granted by a claim and ends exactly
  * once: by the push's answer (core/outcome.ts), by a lease call, by an admin, or by expiry.
  *
  *   claim ──▶ leased ──2xx──────────────────────────────▶ succeeded

@@ -1,5 +1,5 @@
 /**
- * Limit arithmetic (DESIGN.md §5), pure. Which value of a setting is in force and where it
+ * Limit arithmetic (docs/DESIGN.md §5), pure. Which value of a setting is in force and where it
  * comes from, and how much room a level has left. The claim statement
  * (migrations/functions/claim.sql) applies the same precedence inside Postgres, atomically; the
  * API uses these to show it.

@@ -35,7 +35,7 @@ export type Outcome =
   | { type: 'deferred'; delayMs: number; status: number }
   | { type: 'failed'; retryable: boolean; error: string; status: number | null };
 
-/** Classifies a push result per DESIGN.md §3. */
+/** Classifies a push result per docs/DESIGN.md §3. */
 export function classifyPush(result: PushResult, nowMs: number): Outcome {
   switch (result.kind) {
     case 'timeout':

@@ -1,5 +1,5 @@
 /**
- * When dispatch should wake, and how widely (DESIGN.md §6). Pure: the clock is passed in.
+ * When dispatch should wake, and how widely (docs/DESIGN.md §6). Pure: the clock is passed in.
  * Dispatch is driven by the next due time, never by a fixed tick: an event that makes work
  * due now (an enqueue, a lease end, a limit change) is a `Poke`, and every dispatch run ends
  * by reading when the next thing comes due.

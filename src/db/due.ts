@@ -1,5 +1,5 @@
 /**
- * When the next thing comes due (DESIGN.md §6): the earliest `run_at` of a pending task
+ * When the next thing comes due (docs/DESIGN.md §6): the earliest `run_at` of a pending task
  * (delayed, retried, deferred) not yet seen by a claim pass, the earliest lease expiry, and
  * the end of a rate limit's oldest grant where due tasks wait for it: an
  * index probe (`tasks_delayed`) and a scan of the leased rows' index (`tasks_lane_leased`;

@@ -1,5 +1,5 @@
 /**
- * Finished tasks leave the hot table (docs/design.md, "Storage"; migrations/0014_history.sql):
+ * Finished tasks leave the hot table (docs/DESIGN.md §10; migrations/0014_history.sql):
  * every statement that finishes a task deletes its row from `sluice.tasks` and, in the same
  * statement, inserts it into the open bucket of `sluice.finished`, with the attempts it had
  * ended before folded in. This file holds that move, once, for every statement that finishes

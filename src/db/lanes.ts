@@ -1,5 +1,5 @@
 /**
- * Lane hints kept by the statements that make tasks pending again (DESIGN.md §5; what a hint
+ * Lane hints kept by the statements that make tasks pending again (docs/DESIGN.md §5; what a hint
  * is: migrations/0002_limits.sql). A retry, release, admin release or redrive that is due at
  * once lowers its lane's hint in the same statement, so that no claim can miss it, whenever
  * the statement commits. (One due later is promoted by the claim pass that finds it due.)

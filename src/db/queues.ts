@@ -1,4 +1,4 @@
-/** Queue settings at run time, per-key limits, counts and slot holders (DESIGN.md §5). */
+/** Queue settings at run time, per-key limits, counts and slot holders (docs/DESIGN.md §5). */
 import type { QueueLimitSettings, Rate } from '../core/limits.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';

@@ -1,5 +1,5 @@
 /**
- * Wake-ups between self-hosted instances (DESIGN.md §6): an instance whose API made work due
+ * Wake-ups between self-hosted instances (docs/DESIGN.md §6): an instance whose API made work due
  * tells the others with NOTIFY; each LISTENs on its own connection. The payload is a `Poke`
  * and the sender's id, so an instance skips its own.
  */

@@ -1,6 +1,6 @@
 /**
  * The dispatcher of a long-lived process (self-hosting on Node, Bun or Deno): one run at a
- * time, and between runs a sleep until the next due time (DESIGN.md §6), never a fixed tick.
+ * time, and between runs a sleep until the next due time (docs/DESIGN.md §6), never a fixed tick.
  * A poke (this process's API, or another instance's through LISTEN/NOTIFY) wakes it earlier;
  * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
  * only the fallback for wake-ups that never arrive.

@@ -1,6 +1,6 @@
 /**
  * One push: the signed HTTP request that carries a leased task to its endpoint
- * (DESIGN.md §3). Never follows redirects; reads at most 64 KiB of the answer; gives up
+ * (docs/DESIGN.md §3). Never follows redirects; reads at most 64 KiB of the answer; gives up
  * before the lease ends; a push that timed out or lost its connection keeps its slot until the
  * lease expires (core/outcome.ts `unanswered`), since its handler may still be running.
  */

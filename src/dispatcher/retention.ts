@@ -1,5 +1,5 @@
 /**
- * Retention (docs/design.md, "Storage"): finished tasks live in history buckets
+ * Retention (docs/DESIGN.md §10): finished tasks live in history buckets
  * (migrations/0014_history.sql). A sweep opens a new bucket once the open one is an eighth of
  * the retention window old, and drops every bucket closed more than the window ago: a task is
  * gone at most an eighth of the window (plus the time to the next sweep) after it expires,

@@ -1,6 +1,6 @@
 /**
  * A dispatcher run: reap → claim → push → settle, looping until nothing is claimable or the
- * run's time budget is spent, and then reading when the next thing comes due (DESIGN.md §6).
+ * run's time budget is spent, and then reading when the next thing comes due (docs/DESIGN.md §6).
  * Pushes run in parallel up to the configured parallelism; a new claim pass starts when a
  * push frees a place, never in a busy loop.
  */

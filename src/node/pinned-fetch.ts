@@ -1,5 +1,5 @@
 /**
- * The push's fetch on Node, with the target's address checked and pinned (DESIGN.md §8): the
+ * The push's fetch on Node, with the target's address checked and pinned (docs/DESIGN.md §8): the
  * name is resolved once, every address it resolves to must be public (unless private targets
  * are allowed), and the connection goes to that very address, with the original Host header and
  * TLS server name. So a public name that resolves to a private address (DNS rebinding, names

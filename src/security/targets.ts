@@ -1,5 +1,5 @@
 /**
- * Which push targets are allowed (SSRF defence, DESIGN.md §8). Checked at enqueue and again
+ * Which push targets are allowed (SSRF defence, docs/DESIGN.md §8). Checked at enqueue and again
  * at push. The WHATWG URL parser already normalises decimal, octal and hex IPv4 spellings
  * (`http://0x7f.1/` has the hostname `127.0.0.1`), so the checks below see canonical forms.
  *

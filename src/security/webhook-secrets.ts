@@ -1,5 +1,5 @@
 /**
- * Standard Webhooks secrets, one per endpoint (DESIGN.md §8). `SLUICE_WEBHOOK_SECRET` is a
+ * Standard Webhooks secrets, one per endpoint (docs/DESIGN.md §8). `SLUICE_WEBHOOK_SECRET` is a
  * master secret that never leaves Sluice; each endpoint (origin and path, without the query)
  * gets its own secret derived from it, so a receiver that can verify its own pushes cannot forge
  * pushes to any other endpoint. (The JWS signature, bound to the URL, is the default anyway.)

@@ -1,6 +1,6 @@
 /**
  * The scheduler: one Durable Object per deployment holding the deployment's one alarm, set to
- * the next due time (DESIGN.md §6). It never ticks and never touches Postgres: pokes move the
+ * the next due time (docs/DESIGN.md §6). It never ticks and never touches Postgres: pokes move the
  * alarm earlier (the API's, for work due now or at an enqueued task's `run_at`; each idle
  * shard's, for the next due time it read), and when the alarm fires it wakes as many pusher
  * shards as the announced work needs. The cron pokes it every minute, so a lost alarm costs at

@@ -1,5 +1,5 @@
 /**
- * What a key may see (DESIGN.md §8), over real HTTP on the Node server: a key with only
+ * What a key may see (docs/DESIGN.md §8), over real HTTP on the Node server: a key with only
  * `tasks:write` learns of tasks it did not just create (a dedup hit, a cancel, a redrive) that
  * they exist and their state, never their URL, body, result or errors.
  */

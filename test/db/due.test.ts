@@ -1,6 +1,6 @@
 /**
  * Due-time dispatch against a real Postgres: the next-due probe, and what a run reports so
- * that its caller can sleep until then (DESIGN.md §6).
+ * that its caller can sleep until then (docs/DESIGN.md §6).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';

@@ -1,7 +1,7 @@
 /**
  * Hostile input against every route of the Node server (real HTTP, real Postgres): random path
  * segments, query strings, headers, bodies and content types, with valid, foreign and missing
- * keys. Whatever comes in, the answer is never a 5xx (DESIGN.md §8).
+ * keys. Whatever comes in, the answer is never a 5xx (docs/DESIGN.md §8).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

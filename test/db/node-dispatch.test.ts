@@ -1,5 +1,5 @@
 /**
- * Due-time dispatch on the Node server (DESIGN.md §6), over real HTTP and a real Postgres:
+ * Due-time dispatch on the Node server (docs/DESIGN.md §6), over real HTTP and a real Postgres:
  * retries, delays, Retry-After deferrals and abandoned leases are pushed when they come due,
  * with no poll to help (the fallback sleep is an hour); instances learn of each other's work
  * through LISTEN/NOTIFY; shutting down drains pushes in flight. The gaps are printed, not

@@ -1,5 +1,5 @@
 /**
- * Due-time dispatch on the real Worker in workerd (DESIGN.md §6): the scheduler Durable
+ * Due-time dispatch on the real Worker in workerd (docs/DESIGN.md §6): the scheduler Durable
  * Object's alarm and the pusher shards, with the cron never fired unless a test says so.
  * Retries, delays, Retry-After deferrals and abandoned leases are pushed when due; shards push
  * side by side within the limits; a scheduler that lost its alarm is repaired by the cron.

@@ -1,4 +1,4 @@
-/** The push protocol's header names (DESIGN.md §3), spelled once. */
+/** The push protocol's header names (docs/DESIGN.md §3), spelled once. */
 
 export const HEADERS = Object.freeze({
   taskId: 'Sluice-Task-Id',

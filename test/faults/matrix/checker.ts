@@ -210,7 +210,7 @@ export function checkHistory(h: History): Verdict {
 /**
  * The most pushes in flight at once per level, counting each push from its arrival until its
  * handler ended or its lease did (a handler still running after its lease expired no longer
- * holds a slot: Sluice may push the task again, as DESIGN.md §4 says).
+ * holds a slot: Sluice may push the task again, as docs/DESIGN.md §4 says).
  */
 export function inFlightPeaks(pushes: readonly PushRecord[], limits: LevelLimits): Peak[] {
   const events: Array<{ at: number; delta: 1 | -1; levels: string[] }> = [];
