@@ -36,6 +36,6 @@ export async function matchApiKey(entries: readonly ApiKeyEntry[], presented: st
 
 /** A new random key and the entry that admits it. */
 export async function generateApiKey(name: string, scopes: readonly Scope[] = SCOPES): Promise<{ key: string; entry: ApiKeyEntry }> {
-  const key = API_KEY_PREFIX + base64url(crypto.getRandomValues(new Uint8Array(24)));
+  const key = API_KEY_PREFIX + base64url(crypto.getRandomValues(new Uint8Array(32)));
   return { key, entry: { name, sha256: await sha256Hex(key), scopes } };
 }
