@@ -1,11 +1,13 @@
 /**
  * `npm run bench`: Sluice side by side with graphile-worker and pg-boss on one embedded Postgres
- * (docs: /work/shared/research/performance.md §5). Workloads, chosen with `--only` (repeatable):
+ * (docs: /work/shared/research/performance.md §5), every contender at 16 and at 64 in flight.
+ * Workloads, chosen with `--only` (repeatable):
  *   engine   Sluice's claim/settle SQL in-process (no-op push) beside the peers' drains
- *   push     Sluice whole (`serve`, HTTP enqueue, signed pushes) beside the same drains
+ *   push     Sluice whole (`serve`, HTTP enqueue, signed pushes) beside the same drains, and
+ *            beside its ceiling: a bare loop of the same signed POSTs, no queue, no database
  *   keyed    N jobs over 100 keys, one running per key (engine and push, graphile-worker
  *            named queues, pg-boss key_strict_fifo): throughput, overlaps, FIFO
- *   latency  idle worker, single enqueues 50 ms apart, enqueue → handler start
+ *   latency  idle worker (the peers at 16), single enqueues 50 ms apart, enqueue → handler start
  * Options: --tasks N (20000), --iterations n (3, after one smaller warm-up), --finished n (Sluice's
  * table pre-filled with n succeeded tasks). Writes bench/results/<time>.json and .md.
  */
@@ -16,9 +18,10 @@ import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { NODE_PARALLELISM as SLUICE_NODE_PARALLELISM } from '../src/node/server.ts';
+import { barePush } from './compare/bare-push.ts';
 import { PG_SETTINGS, startCluster } from './compare/cluster.ts';
-import { type Contender, IN_FLIGHT, makeJobs } from './compare/contender.ts';
-import { graphileBatched, graphileDefault } from './compare/graphile.ts';
+import { type Contender, IN_FLIGHT, IN_FLIGHT_LEVELS, makeJobs } from './compare/contender.ts';
+import { graphile } from './compare/graphile.ts';
 import { pgBossTuned } from './compare/pgboss.ts';
 import { type Machine, markdown, type Results } from './compare/report.ts';
 import { sluiceSecrets } from './compare/sluice-common.ts';
@@ -29,7 +32,7 @@ import { type DrainRun, drain, latency } from './compare/workloads.ts';
 const WORKLOADS = ['engine', 'push', 'keyed', 'latency'] as const;
 const KEYS = 100;
 const LATENCY = { samples: 200, gapMs: 50, warmup: 10 };
-/** A drain still running after this is stopped and reported as partial (pg-boss's keyed run). */
+/** A drain still running after this is stopped and reported as partial (a stalled keyed run). */
 const DRAIN_LIMIT_MS = 45_000;
 
 const { values } = parseArgs({
@@ -57,14 +60,22 @@ const startedAt = new Date().toISOString();
 const cluster = await startCluster();
 const endpoint = await startEndpoint();
 const secrets = await sluiceSecrets();
-// Sluice at the peers' 16 in flight, and at its Node default (a push in flight is a socket,
-// not a worker: see README, Performance).
+// Every contender at the peers' usual 16 in flight and at Sluice's Node default of 64 (a push in
+// flight is a socket, not a worker: see README, Performance), so that each Sluice figure stands
+// beside the peers' at the same level.
+const [low, high] = IN_FLIGHT_LEVELS;
+const [graphileDefault16, graphileDefault64] = [graphile(false, low), graphile(false, high)];
+const [graphileBatched16, graphileBatched64] = [graphile(true, low), graphile(true, high)];
+const [pgBoss16, pgBoss64] = [pgBossTuned(low), pgBossTuned(high)];
+// The ceiling for push: the same signed POSTs to the same endpoint, with no queue behind them.
+const [bare16, bare64] = [barePush(endpoint, low), barePush(endpoint, high)];
 const engine16 = sluiceEngine(secrets, IN_FLIGHT);
 const engine = sluiceEngine(secrets, SLUICE_NODE_PARALLELISM);
 const push16 = sluicePush(secrets, endpoint, IN_FLIGHT);
 const push = sluicePush(secrets, endpoint, null);
-const peers = [graphileDefault, graphileBatched, pgBossTuned];
-const all = [...peers, engine16, engine, push16, push];
+const peers16 = [graphileDefault16, graphileBatched16, pgBoss16];
+const peers64 = [graphileDefault64, graphileBatched64, pgBoss64];
+const all = [...peers16, bare16, engine16, push16, ...peers64, bare64, engine, push];
 
 const results: Results = {
   startedAt,
@@ -73,7 +84,7 @@ const results: Results = {
   machine: machine(cluster.version),
   postgresSettings: { ...PG_SETTINGS },
   options: { tasks, iterations, warmupTasks, finished, workloads: only, keys: KEYS, drainLimitSeconds: DRAIN_LIMIT_MS / 1000 },
-  contenders: all.map(({ id, label, config }) => ({ id, label, config })),
+  contenders: all.map(({ id, kind, inFlight, label, config, role }) => ({ id, kind, inFlight, label, config, role })),
   drain: {},
   keyed: {},
   latency: {},
@@ -97,11 +108,14 @@ async function interleaved(contenders: readonly Contender[], keyed: boolean, int
 }
 
 try {
-  const sluiceDrains = [...(only.includes('engine') ? [engine16, engine] : []), ...(only.includes('push') ? [push16, push] : [])];
-  if (sluiceDrains.length > 0) await interleaved([...peers, ...sluiceDrains], false, results.drain);
-  if (only.includes('keyed')) await interleaved([graphileDefault, pgBossTuned, engine16, engine, push16, push], true, results.keyed);
+  const engines = only.includes('engine') ? [engine16, engine] : [];
+  const pushes = only.includes('push') ? [bare16, push16, bare64, push] : [];
+  if (engines.length + pushes.length > 0) await interleaved([...peers16, ...peers64, ...engines, ...pushes], false, results.drain);
+  if (only.includes('keyed')) {
+    await interleaved([graphileDefault16, pgBoss16, engine16, push16, graphileDefault64, pgBoss64, engine, push], true, results.keyed);
+  }
   if (only.includes('latency')) {
-    for (const c of [graphileDefault, graphileBatched, pgBossTuned, push]) {
+    for (const c of [...peers16, push]) {
       results.latency[c.id] = await latency(cluster, c, LATENCY.samples, LATENCY.gapMs, LATENCY.warmup);
       log(`latency ${c.id}: done`);
     }

@@ -35,22 +35,34 @@ export interface Session {
   close(): Promise<void>;
 }
 
+/**
+ * `sluice`: the keyed limit is Sluice's to enforce, and `--finished` pre-fills its table. `peer`:
+ * another queue. `ceiling`: no queue at all, the least the same work can cost (push's bare loop).
+ */
+export type Role = 'sluice' | 'peer' | 'ceiling';
+
 export interface Contender {
-  /** Short name for tables and ratios: G, Gb, B, S, Sp. */
+  /** Short name for logs and result files: G16, Gb64, B16, L64, S, Sp16. */
   id: string;
+  /** What it is, without its in-flight level: the column a ratio to it is shown under. */
+  kind: string;
+  /** Jobs in flight in the one worker process: ratios compare contenders at the same level. */
+  inFlight: number;
   label: string;
   /** The configuration, as the report prints it. */
   config: string;
-  /** Sluice only: the keyed limit is theirs to enforce, and `--finished` pre-fills their table. */
-  sluice: boolean;
+  role: Role;
   open(db: Database, options: { keyed: boolean; finished: number }): Promise<Session>;
 }
 
 export const BATCH = 500;
-/** Jobs in flight in the one worker process, for every contender. */
-export const IN_FLIGHT = 16;
+/** The in-flight levels every contender runs at: the peers' usual 16, and Sluice's Node default 64. */
+export const IN_FLIGHT_LEVELS = [16, 64] as const;
+/** The peers' usual level: Sluice's rows at 16, and the size of its engine's pool. */
+export const IN_FLIGHT = IN_FLIGHT_LEVELS[0];
+
 /** Connections per worker: in flight + 1, as graphile-worker's perfTest. */
-export const POOL_SIZE = IN_FLIGHT + 1;
+export const poolSize = (inFlight: number) => inFlight + 1;
 
 export function* batches<T>(items: readonly T[], size = BATCH): Generator<T[]> {
   for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);

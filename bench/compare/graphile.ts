@@ -4,7 +4,7 @@
  * `queueName` = key: a named queue runs its jobs one at a time, in order.
  */
 import { Logger, makeWorkerUtils, run, runMigrations, type WorkerUtils } from 'graphile-worker';
-import { type BenchJob, batches, type Contender, IN_FLIGHT, POOL_SIZE } from './contender.ts';
+import { type BenchJob, batches, type Contender, poolSize } from './contender.ts';
 
 /** Errors only: the info lines (worker started, stopped) would drown the report. */
 const logger = new Logger(() => (level, message) => {
@@ -13,12 +13,16 @@ const logger = new Logger(() => (level, message) => {
 
 const BATCHED = { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
 
-function graphile(id: string, label: string, batched: boolean): Contender {
+/** `inFlight`: the worker's `concurrency`, with a connection each and one to spare. */
+export function graphile(batched: boolean, inFlight: number): Contender {
+  const kind = `graphile-worker ${batched ? 'batched' : 'default'}`;
   return {
-    id,
-    label,
-    config: `concurrency ${IN_FLIGHT}, maxPoolSize ${POOL_SIZE}, ${batched ? 'localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0' : 'no localQueue, no batch delays (defaults)'}; enqueue with addJobs, ${500} a call`,
-    sluice: false,
+    id: `G${batched ? 'b' : ''}${inFlight}`,
+    kind,
+    inFlight,
+    label: `${kind}, ${inFlight} in flight`,
+    config: `concurrency ${inFlight}, maxPoolSize ${poolSize(inFlight)}, ${batched ? 'localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0' : 'no localQueue, no batch delays (defaults)'}; enqueue with addJobs, ${500} a call`,
+    role: 'peer',
     async open(db) {
       await runMigrations({ connectionString: db.url, logger });
       const utils: WorkerUtils = await makeWorkerUtils({ connectionString: db.url, maxPoolSize: 2, logger });
@@ -34,8 +38,8 @@ function graphile(id: string, label: string, batched: boolean): Contender {
         async start(handler) {
           const runner = await run({
             connectionString: db.url,
-            concurrency: IN_FLIGHT,
-            maxPoolSize: POOL_SIZE,
+            concurrency: inFlight,
+            maxPoolSize: poolSize(inFlight),
             noHandleSignals: true,
             logger,
             taskList: { noop: (payload) => handler.handle(payload as BenchJob) },
@@ -50,6 +54,3 @@ function graphile(id: string, label: string, batched: boolean): Contender {
     },
   };
 }
-
-export const graphileDefault = graphile('G', 'graphile-worker default', false);
-export const graphileBatched = graphile('Gb', 'graphile-worker batched', true);

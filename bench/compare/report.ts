@@ -1,5 +1,5 @@
 /** Medians, ratios and percentiles of the measured runs, and the Markdown that shows them. */
-import type { Contender } from './contender.ts';
+import type { Contender, Role } from './contender.ts';
 import type { DrainRun, LatencyRun } from './workloads.ts';
 
 export interface Machine {
@@ -26,7 +26,7 @@ export interface Results {
     keys: number;
     drainLimitSeconds: number;
   };
-  contenders: Array<Pick<Contender, 'id' | 'label' | 'config'>>;
+  contenders: Array<Pick<Contender, 'id' | 'kind' | 'inFlight' | 'label' | 'config' | 'role'>>;
   /** Measured iterations only (the warm-up is dropped), by contender id, in run order. */
   drain: Record<string, DrainRun[]>;
   keyed: Record<string, DrainRun[]>;
@@ -75,10 +75,8 @@ const ratioCell = (s: Spread | null) => (s ? `**${fixed(s.median, 2)}×** (${fix
 const perJob = (runs: readonly DrainRun[], pick: (r: DrainRun) => number) => spread(runs.map((r) => pick(r) / r.jobs)).median;
 
 function drainTable(results: Results, runsById: Record<string, DrainRun[]>, keyed: boolean): string[] {
-  const head = keyed
-    ? '| contender | drain jobs/s | overlaps in a key | FIFO violations | statements/job | PG exec ms/job | WAL bytes/job | PG CPU ms/job | Node CPU ms/job |'
-    : '| contender | enqueue /s | drain jobs/s | enqueue + drain /s | statements/job | PG exec ms/job | WAL bytes/job | PG CPU ms/job | Node CPU ms/job |';
-  const lines = [head, '|---|--:|--:|--:|--:|--:|--:|--:|--:|'];
+  const head = `| contender | enqueue /s | drain jobs/s | enqueue + drain /s |${keyed ? ' overlaps in a key | FIFO violations |' : ''} statements/job | PG exec ms/job | WAL bytes/job | PG CPU ms/job | Node CPU ms/job |`;
+  const lines = [head, `|---|--:|--:|--:|${keyed ? '--:|--:|' : ''}--:|--:|--:|--:|--:|`];
   for (const c of results.contenders) {
     const runs = runsById[c.id];
     if (!runs?.length) continue;
@@ -101,38 +99,40 @@ function drainTable(results: Results, runsById: Record<string, DrainRun[]>, keye
         3,
       ),
     ];
-    const cells = keyed
-      ? [
-          rateCell(
-            spread(runs.map(drainRate)),
-            runs.some((r) => r.partial),
-          ),
-          runs.map((r) => r.overlaps).join(', '),
-          runs.map((r) => r.fifoViolations).join(', '),
-        ]
-      : [
-          int(spread(runs.map(enqueueRate)).median),
-          rateCell(
-            spread(runs.map(drainRate)),
-            runs.some((r) => r.partial),
-          ),
-          rateCell(spread(runs.map(endToEndRate))),
-        ];
+    const cells = [
+      int(spread(runs.map(enqueueRate)).median),
+      rateCell(
+        spread(runs.map(drainRate)),
+        runs.some((r) => r.partial),
+      ),
+      rateCell(spread(runs.map(endToEndRate))),
+      ...(keyed ? [runs.map((r) => r.overlaps).join(', '), runs.map((r) => r.fifoViolations).join(', ')] : []),
+    ];
     lines.push(`| ${c.label} | ${[...cells, ...cost].join(' | ')} |`);
   }
   return lines;
 }
 
+/**
+ * Sluice's rows ÷ the contenders of `role` (peers, or the ceiling), one column per kind; each row
+ * against the one of that kind at the row's in-flight level, or at the level the row names (a
+ * peer may do better at fewer).
+ */
 function ratioTable(
   results: Results,
   runsById: Record<string, DrainRun[]>,
-  rows: Array<[string, string, (r: DrainRun) => number]>,
+  role: Role,
+  rows: Array<[id: string, what: string, rate: (r: DrainRun) => number, theirLevel?: number]>,
 ): string[] {
-  const peers = results.contenders.filter((c) => !c.id.startsWith('S') && runsById[c.id]?.length);
-  const lines = [`| Sluice ÷ | ${peers.map((p) => p.label).join(' | ')} |`, `|---|${peers.map(() => '--:|').join('')}`];
-  for (const [id, what, rate] of rows) {
-    if (!runsById[id]?.length) continue;
-    lines.push(`| ${what} | ${peers.map((p) => ratioCell(ratio(runsById[id], runsById[p.id], rate))).join(' | ')} |`);
+  const others = results.contenders.filter((c) => c.role === role && runsById[c.id]?.length);
+  const kinds = [...new Set(others.map((c) => c.kind))];
+  const lines = [`| Sluice ÷ | ${kinds.join(' | ')} |`, `|---|${kinds.map(() => '--:|').join('')}`];
+  for (const [id, what, rate, theirLevel] of rows) {
+    const ours = results.contenders.find((c) => c.id === id);
+    if (!ours || !runsById[id]?.length) continue;
+    const level = theirLevel ?? ours.inFlight;
+    const theirs = (kind: string) => others.find((c) => c.kind === kind && c.inFlight === level)?.id ?? '';
+    lines.push(`| ${what} | ${kinds.map((k) => ratioCell(ratio(runsById[id], runsById[theirs(k)], rate))).join(' | ')} |`);
   }
   return lines;
 }
@@ -170,19 +170,31 @@ export function markdown(results: Results): string {
   ];
   if (Object.keys(results.drain).length > 0) {
     out.push(
-      `## Drain: ${n} no-op jobs, one process; peers 16 in flight, Sluice 16 and its Node default 64`,
+      `## Drain: ${n} no-op jobs, one process; every contender at 16 and at 64 in flight`,
       '',
-      'Median (min–max) over iterations. Drain: worker start to the N-th handler completion (Sluice push: to every task `succeeded` in the database). Costs per job, medians, read around the drain (worker start to worker stopped).',
+      'Median (min–max) over iterations. Drain: worker start to the N-th handler completion (Sluice push: to every task `succeeded` in the database). Costs per job, medians, read around the drain (worker start to worker stopped). The bare signed-push loop has no queue: its enqueue only hands the jobs to its process.',
       '',
       ...drainTable(results, results.drain, false),
       '',
-      ...ratioTable(results, results.drain, [
-        ['S16', 'engine (16 in flight), drain', drainRate],
-        ['S', 'engine (64 in flight), drain', drainRate],
-        ['Sp16', 'push (16 in flight), drain', drainRate],
-        ['Sp', 'push (64 in flight), drain', drainRate],
-        ['Sp16', 'push (16 in flight), enqueue + drain', endToEndRate],
-        ['Sp', 'push (64 in flight), enqueue + drain', endToEndRate],
+      'Sluice ÷ the peers, each at the same in-flight level, and Sluice at 64 ÷ the peers at 16:',
+      '',
+      ...ratioTable(results, results.drain, 'peer', [
+        ['S16', 'engine, 16 ÷ 16, drain', drainRate],
+        ['S', 'engine, 64 ÷ 64, drain', drainRate],
+        ['S', 'engine, 64 ÷ 16, drain', drainRate, 16],
+        ['Sp16', 'push, 16 ÷ 16, drain', drainRate],
+        ['Sp', 'push, 64 ÷ 64, drain', drainRate],
+        ['Sp', 'push, 64 ÷ 16, drain', drainRate, 16],
+        ['Sp16', 'push, 16 ÷ 16, enqueue + drain', endToEndRate],
+        ['Sp', 'push, 64 ÷ 64, enqueue + drain', endToEndRate],
+        ['Sp', 'push, 64 ÷ 16, enqueue + drain', endToEndRate, 16],
+      ]),
+      '',
+      'The ceiling: Sluice push ÷ the bare loop of the same signed POSTs to the same endpoint, with no queue and no database, at the same level:',
+      '',
+      ...ratioTable(results, results.drain, 'ceiling', [
+        ['Sp16', 'push, 16 ÷ 16, drain', drainRate],
+        ['Sp', 'push, 64 ÷ 64, drain', drainRate],
       ]),
       '',
     );
@@ -195,11 +207,18 @@ export function markdown(results: Results): string {
       '',
       ...drainTable(results, results.keyed, true),
       '',
-      ...ratioTable(results, results.keyed, [
-        ['S16', 'engine (16 in flight), keyed drain', drainRate],
-        ['S', 'engine (64 in flight), keyed drain', drainRate],
-        ['Sp16', 'push (16 in flight), keyed drain', drainRate],
-        ['Sp', 'push (64 in flight), keyed drain', drainRate],
+      'Sluice ÷ the peers, each at the same in-flight level, and Sluice at 64 ÷ the peers at 16:',
+      '',
+      ...ratioTable(results, results.keyed, 'peer', [
+        ['S16', 'engine, 16 ÷ 16, keyed drain', drainRate],
+        ['S', 'engine, 64 ÷ 64, keyed drain', drainRate],
+        ['S', 'engine, 64 ÷ 16, keyed drain', drainRate, 16],
+        ['Sp16', 'push, 16 ÷ 16, keyed drain', drainRate],
+        ['Sp', 'push, 64 ÷ 64, keyed drain', drainRate],
+        ['Sp', 'push, 64 ÷ 16, keyed drain', drainRate, 16],
+        ['Sp16', 'push, 16 ÷ 16, keyed enqueue + drain', endToEndRate],
+        ['Sp', 'push, 64 ÷ 64, keyed enqueue + drain', endToEndRate],
+        ['Sp', 'push, 64 ÷ 16, keyed enqueue + drain', endToEndRate, 16],
       ]),
       '',
     );

@@ -11,7 +11,7 @@ import { migrateDatabase } from '../../src/node/migrations.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { newTask } from '../../test/helpers/tasks.ts';
-import { type BenchJob, batches, type Contender, IN_FLIGHT, POOL_SIZE } from './contender.ts';
+import { type BenchJob, batches, type Contender, IN_FLIGHT, poolSize } from './contender.ts';
 import { prefillFinished, QUEUE, type SluiceSecrets } from './sluice-common.ts';
 
 /** One run's claiming budget; runs repeat until every job succeeded. */
@@ -20,14 +20,19 @@ const RUN_BUDGET_MS = 30_000;
 const GIVE_UP_MS = 600_000;
 const OK: PushResult = { kind: 'response', status: 200, headers: {}, body: '', durationMs: 0 };
 
+/** The dispatcher's connections at either level: it claims many tasks a statement, not one a connection. */
+const POOL_SIZE = poolSize(IN_FLIGHT);
+
 /** `inFlight`: pushes in flight (SLUICE_DISPATCH_PARALLELISM); the peers' 16, or Sluice's Node default. */
 export function sluiceEngine(secrets: SluiceSecrets, inFlight: number = IN_FLIGHT): Contender {
   const suffix = inFlight === IN_FLIGHT ? '16' : '';
   return {
     id: `S${suffix}`,
+    kind: 'Sluice engine',
+    inFlight,
     label: `Sluice engine (in-process, ${inFlight} in flight)`,
     config: `dispatchRun with a no-op push, SLUICE_DISPATCH_PARALLELISM ${inFlight}, claim batch default (100), pool ${POOL_SIZE}; keyed: concurrency_limit 1 per task; enqueue with taskInsertMany, 500 a call`,
-    sluice: true,
+    role: 'sluice',
     async open(db, { keyed, finished }) {
       const env = { ...secrets.env(db.url), SLUICE_DISPATCH_PARALLELISM: String(inFlight) };
       const config = loadConfig(env);

@@ -8,6 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { migrateDatabase } from '../../src/node/migrations.ts';
 import { freePort } from '../../src/node/postgres.ts';
+import { NODE_PARALLELISM } from '../../src/node/server.ts';
 import { BIN, spawnReady } from '../../test/helpers/process.ts';
 import { PROBE } from './cluster.ts';
 import { type BenchJob, batches, type Contender, type Handler, IN_FLIGHT } from './contender.ts';
@@ -42,9 +43,11 @@ const GIVE_UP_MS = 600_000;
 export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight: number | null = IN_FLIGHT): Contender {
   return {
     id: inFlight === null ? 'Sp' : `Sp${inFlight}`,
+    kind: 'Sluice push',
+    inFlight: inFlight ?? NODE_PARALLELISM,
     label: `Sluice push (npm run serve, HTTP, ${inFlight ?? 'default 64'} in flight)`,
     config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${inFlight ?? 'unset (Node default 64)'}, claim batch default (100), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, queue paused, resume starts the clock`,
-    sluice: true,
+    role: 'sluice',
     async open(db, { keyed, finished }) {
       await migrateDatabase(db.url);
       await prefillFinished(db, finished);

@@ -34,7 +34,7 @@ export async function drain(
 ): Promise<DrainRun> {
   const db = await cluster.database(`bench_${contender.id.toLowerCase()}_${++serial}`);
   try {
-    const session = await contender.open(db, { keyed: options.keyed, finished: contender.sluice ? options.finished : 0 });
+    const session = await contender.open(db, { keyed: options.keyed, finished: contender.role === 'sluice' ? options.finished : 0 });
     try {
       const enqueueStart = performance.now();
       await session.enqueue(jobs);
