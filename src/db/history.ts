@@ -8,6 +8,15 @@
 import type { Queryable } from './db.ts';
 
 /**
+ * A first CTE (`lock_order`, followed by a comma) for a statement that reads or writes history
+ * before it names the hot table: Postgres locks a statement's tables in the order its text names
+ * them, and every other statement names sluice.tasks first, then sluice.attempts, then
+ * sluice.finished. One order everywhere, so that two statements never wait on each other's
+ * tables (a TRUNCATE of them all, as the tests' cleanup makes, would otherwise deadlock).
+ */
+export const LOCK_ORDER_CTE = `lock_order as (select from sluice.tasks, sluice.attempts where false),`;
+
+/**
  * CTEs (`<deleted>_attempts, <deleted>_archived`, no comma before or after) that put the rows
  * the CTE `deleted` removed from sluice.tasks into history. `deleted` returns `t.*` and:
  * `fin_status` (its final status), `fin_result`, `fin_error` (this ending's error), `fin_http_status`,

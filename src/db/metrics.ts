@@ -5,6 +5,7 @@
  * the tasks table as a whole.
  */
 import type { Queryable } from './db.ts';
+import { LOCK_ORDER_CTE } from './history.ts';
 
 export interface CounterRow {
   metric: string;
@@ -33,7 +34,8 @@ export async function countersAdd(db: Queryable, rows: readonly CounterRow[]): P
  */
 export async function taskCountsRefresh(db: Queryable, freshMs = 10_000): Promise<void> {
   await db.query(
-    `with go as materialized (
+    `with ${LOCK_ORDER_CTE}
+     go as materialized (
        select pg_try_advisory_xact_lock(7215530003)
               and coalesce((select max(counted_at) from sluice.task_counts), '-infinity') < now() - make_interval(secs => $1 / 1000.0) as yes
      ),

@@ -2,7 +2,7 @@
 import { ConflictError, NotFoundError, ValidationError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
-import { archiveCtes } from './history.ts';
+import { archiveCtes, LOCK_ORDER_CTE } from './history.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
@@ -212,7 +212,8 @@ export async function taskRedriveMatching(
 ): Promise<{ examined: number; redriven: number; lastId: string | null }> {
   try {
     const rows = await db.query<{ examined: number; redriven: number; last_id: string | null }>(
-      `with examined as (
+      `with ${LOCK_ORDER_CTE}
+       examined as (
          select id, queue, dedup_key from sluice.finished
          where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
            and ($3::bigint is null or id > $3)
@@ -338,7 +339,7 @@ export async function taskRedrive(db: Queryable, id: string): Promise<Task> {
   let rows: TaskRow[];
   try {
     rows = await db.query<TaskRow>(
-      `with picked as (select $1::bigint as id),${redriveCtes('picked')}
+      `with ${LOCK_ORDER_CTE} picked as (select $1::bigint as id),${redriveCtes('picked')}
        select * from redriven`,
       [id],
     );

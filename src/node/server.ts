@@ -9,6 +9,7 @@ import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
+import { isTransientDbError } from '../db/faults.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
 import { schemaProblem, schemaState } from '../db/migrate.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
@@ -83,7 +84,13 @@ export async function startNodeSluice(options: {
   const dispatchDb = openPgDb(config.databaseUrl, DISPATCH_POOL_SIZE, 0);
   const shared: OpenDb = { ...db, close: async () => {} };
   // A database that is not migrated for this version would fail every request and every claim.
+  // One that does not answer yet is waited for as before: the API answers 503 meanwhile, and
+  // /healthz says whether the schema is right once it answers.
   const state = await schemaState(db).catch(async (error: unknown) => {
+    if (isTransientDbError(error)) {
+      console.warn('sluice: the database does not answer yet; starting anyway (503 until it does)');
+      return 'current' as const;
+    }
     await Promise.all([db.close(), dispatchDb.close()]);
     throw error;
   });
