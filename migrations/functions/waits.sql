@@ -54,7 +54,7 @@ declare
   v_shut record;
 begin
   perform pg_advisory_xact_lock(7215530002);
-  -- No key update: an insert of a child naming this task (its foreign key) does not wait for it.
+  -- Locked as an update locks it: a settle, heartbeat or cancel of this lease waits for the wait.
   select * into w from sluice.tasks
   where id = p_task and lease_id = p_lease and status = 'leased' and lease_expires_at > clock_timestamp()
   for no key update;
