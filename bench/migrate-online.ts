@@ -117,6 +117,8 @@ let server = await serve(prev);
 const enqueuedAt = new Map<number, number>();
 let next = 0;
 let failedBatches = 0;
+/** What the refused or failed batches were answered, and how many each. */
+const failures = new Map<string, number>();
 let producing = true;
 const producer = (async () => {
   const started = performance.now();
@@ -133,12 +135,13 @@ const producer = (async () => {
         body: JSON.stringify({ tasks }),
         signal: AbortSignal.timeout(10_000),
       });
-      await res.arrayBuffer();
-      if (res.status !== 201) throw new Error(String(res.status));
+      const text = await res.text();
+      if (res.status !== 201) throw new Error(`${res.status} ${text.slice(0, 120)}`);
       const at = performance.now();
       for (let i = 0; i < 20; i++) enqueuedAt.set(first + i, at);
-    } catch {
+    } catch (error) {
       failedBatches++;
+      failures.set((error as Error).message, (failures.get((error as Error).message) ?? 0) + 1);
     }
   }
 })();
@@ -179,6 +182,7 @@ const [counts] = (
     'select (select count(*) from sluice.tasks)::int as hot, (select count(*) from sluice.finished)::int as history',
   )
 ).rows;
+if (failures.size > 0) say(`batches refused or failed: ${[...failures].map(([why, n]) => `${n} × ${why}`).join('; ')}`);
 say(`longest gap between pushes while the migration ran: ${Math.round(longestGap(migrationStart, migrationEnd))} ms`);
 say(
   `from the migration's end to the first push by the new server: ${Math.round(firstNew - migrationEnd)} ms (old server stopped, new one up after ${Math.round(switched - migrationEnd)} ms)`,
