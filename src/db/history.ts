@@ -46,6 +46,16 @@ ${deleted}_archived as (
 )`;
 }
 
+/**
+ * What a DELETE … RETURNING gives `archiveCtes` for a task that ends without a lease ending it
+ * (cancelled or expired while pending or waiting, or finished in place by an earlier version):
+ * its final status is `status` (an SQL expression), everything else as it was.
+ */
+export function endedUnleased(status: string): string {
+  return `t.*, ${status} as fin_status, t.result as fin_result, null::text as fin_error, t.last_status as fin_http_status,
+          false as fin_attempt, null::integer as fin_duration_ms`;
+}
+
 /** Every ended attempt of a task, oldest first (a live task's in sluice.attempts, a finished one's on its row). */
 export const ATTEMPTS_OF_TASK = `
 select attempt, lease_id, started_at, ended_at, outcome, http_status, duration_ms, error
@@ -63,8 +73,7 @@ export async function moveStragglers(db: Queryable, limit: number): Promise<numb
      ),
      done as (
        delete from sluice.tasks t using picked p where t.id = p.id
-       returning t.*, t.status as fin_status, t.result as fin_result, null::text as fin_error, t.last_status as fin_http_status,
-                 false as fin_attempt, null::integer as fin_duration_ms
+       returning ${endedUnleased('t.status')}
      ),${archiveCtes('done')}
      select count(*)::int as n from done`,
     [limit],

@@ -1,7 +1,7 @@
 /** Housekeeping each dispatcher run starts with: deadlines passed and leases expired. */
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
-import { archiveCtes } from './history.ts';
+import { archiveCtes, endedUnleased } from './history.ts';
 import { type TaskRow, toTask } from './rows.ts';
 
 /**
@@ -13,8 +13,7 @@ export async function reapOverdue(db: Queryable, maxLeases: number): Promise<Lea
     `with expired as (
        delete from sluice.tasks t
        where status = 'pending' and expires_at is not null and expires_at <= now()
-       returning t.*, 'expired' as fin_status, t.result as fin_result, null::text as fin_error, t.last_status as fin_http_status,
-                 false as fin_attempt, null::integer as fin_duration_ms
+       returning ${endedUnleased("'expired'")}
      ),${archiveCtes('expired')}
      select * from sluice.tasks
      where status = 'leased' and lease_expires_at <= now()

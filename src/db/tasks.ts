@@ -2,7 +2,7 @@
 import { ConflictError, NotFoundError, ValidationError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
-import { archiveCtes, LOCK_ORDER_CTE } from './history.ts';
+import { archiveCtes, endedUnleased, LOCK_ORDER_CTE } from './history.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
@@ -283,8 +283,7 @@ export async function taskCancel(db: Queryable, id: string): Promise<Task> {
      done as (
        delete from sluice.tasks t using locked l
        where t.id = l.id and l.status <> 'leased'
-       returning t.*, 'cancelled' as fin_status, t.result as fin_result, null::text as fin_error, t.last_status as fin_http_status,
-                 false as fin_attempt, null::integer as fin_duration_ms
+       returning ${endedUnleased("'cancelled'")}
      ),${archiveCtes('done')}
      select id::text as id from requested union all select id::text from done`,
     [id],
