@@ -34,7 +34,9 @@ const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expire
 
 const SETTLE = `
 with input as (
-  select * from jsonb_to_recordset($1::jsonb) as s(
+  -- An ending without a push's duration (a lease call, expiry) lasted from the lease's start until now.
+  select s.*, coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer) as took_ms
+  from jsonb_to_recordset($1::jsonb) as s(
     id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
     wait_ms double precision, attempts_delta integer, deferrals_delta integer, result text, error text,
     http_status integer, duration_ms integer)
@@ -54,8 +56,7 @@ done as (
     and (s.status <> 'pending' or h.final)
   returning t.*, case when s.status = 'pending' then 'cancelled' else s.status end as fin_status, s.result as fin_result,
             s.error as fin_error, s.http_status as fin_http_status,
-            true as fin_attempt,
-            coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer) as fin_duration_ms
+            true as fin_attempt, s.took_ms as fin_duration_ms
 ),${archiveCtes('done')},
 settled as (
   update sluice.tasks t
@@ -79,8 +80,7 @@ settled as (
 ),
 history as (
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
-  select s.id, s.attempt, s.lease_id, s.leased_at, s.outcome, s.http_status,
-         coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer), s.error
+  select s.id, s.attempt, s.lease_id, s.leased_at, s.outcome, s.http_status, s.took_ms, s.error
   from settled st join held s on s.id = st.id
 ),${lowerHintsCte('settled')}
 select id::text as id, status from settled
