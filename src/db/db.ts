@@ -18,31 +18,53 @@ export interface OpenDb extends Db {
   close(): Promise<void>;
 }
 
+/** Statement texts sent as named prepared statements, with their names (`prepared`). */
+const PREPARED = new Map<string, string>();
+
+/**
+ * Marks a statement to be parsed and planned once per connection (a named prepared statement):
+ * for the few that run on every push, whose planning cost more than their execution. Returns
+ * the text, used as any other. Only for statements whose result columns are named, never `*`:
+ * a prepared statement whose result type a migration changed fails until its connection
+ * closes. Drivers without sessions (Neon's HTTP queries) send the text as it is.
+ */
+export function prepared(name: string, text: string): string {
+  PREPARED.set(text, `sluice_${name}`);
+  return text;
+}
+
 interface PgResultLike {
   rows: unknown[];
 }
+/** node-postgres's (and Neon's) query forms: text and values, or a config naming a prepared statement. */
+type PgQuery = (query: string | { name: string; text: string; values?: unknown[] }, params?: unknown[]) => Promise<PgResultLike>;
 interface PgClientLike {
-  query(text: string, params?: unknown[]): Promise<PgResultLike>;
+  query: PgQuery;
   release(error?: Error | boolean): void;
 }
 /** The part of `pg.Pool` / Neon's `Pool` that Sluice uses. */
 export interface PgPoolLike {
-  query(text: string, params?: unknown[]): Promise<PgResultLike>;
+  query: PgQuery;
   connect(): Promise<PgClientLike>;
   end(): Promise<void>;
+}
+
+function run(on: { query: PgQuery }, text: string, params?: readonly unknown[]): Promise<PgResultLike> {
+  const values = params as unknown[] | undefined;
+  const name = PREPARED.get(text);
+  return name === undefined ? on.query(text, values) : on.query({ name, text, values });
 }
 
 export function poolDb(pool: PgPoolLike): OpenDb {
   return {
     async query<R>(text: string, params?: readonly unknown[]) {
-      const result = await pool.query(text, params as unknown[] | undefined);
-      return result.rows as R[];
+      return (await run(pool, text, params)).rows as R[];
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       const client = await pool.connect();
       const tx: Queryable = {
         async query<R>(text: string, params?: readonly unknown[]) {
-          return (await client.query(text, params as unknown[] | undefined)).rows as R[];
+          return (await run(client, text, params)).rows as R[];
         },
       };
       try {

@@ -6,7 +6,7 @@
  */
 import type { Settlement } from '../core/outcome.ts';
 import type { TaskStatus } from '../core/types.ts';
-import type { Queryable } from './db.ts';
+import { prepared, type Queryable } from './db.ts';
 import { archiveCtes } from './history.ts';
 import { lowerHintsCte } from './lanes.ts';
 
@@ -32,7 +32,9 @@ const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expire
                                  when 'expired' then t.lease_expires_at <= now()
                                  else true end`;
 
-const SETTLE = `
+const SETTLE = prepared(
+  'settle',
+  `
 with input as (
   -- An ending without a push's duration (a lease call, expiry) lasted from the lease's start until now.
   select s.*, coalesce(s.duration_ms, (extract(epoch from now() - s.leased_at) * 1000)::integer) as took_ms
@@ -85,7 +87,8 @@ history as (
 ),${lowerHintsCte('settled')}
 select id::text as id, status from settled
 union all
-select id::text, fin_status from done`;
+select id::text, fin_status from done`,
+);
 
 /** What became of the attempt, for its history row. */
 function outcomeOf(s: Settlement): string {
