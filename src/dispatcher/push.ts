@@ -5,7 +5,7 @@
  * lease expires (core/outcome.ts `unanswered`), since its handler may still be running.
  */
 import type { PushResult } from '../core/outcome.ts';
-import { type LeasedTask, LIMITS } from '../core/types.ts';
+import type { LeasedTask } from '../core/types.ts';
 import { utf8 } from '../sdk/protocol/encoding.ts';
 import { HEADERS } from '../sdk/protocol/headers.ts';
 import { signPush } from '../sdk/protocol/signature.ts';
@@ -14,6 +14,7 @@ import type { Keyring } from '../security/keyring.ts';
 import { signLeaseToken } from '../security/lease-token.ts';
 import { checkTarget, PrivateTargetError } from '../security/targets.ts';
 import { endpointWebhookKey } from '../security/webhook-secrets.ts';
+import { type PushRequest, type PushTransport, UnsendableRequest } from './transport.ts';
 
 export interface PushDeps {
   keyring: Keyring;
@@ -24,7 +25,7 @@ export interface PushDeps {
   /** A lease token is good for as long as its lease can be held, heartbeats included. */
   maxLeaseMs: number;
   now: () => number;
-  fetch: typeof fetch;
+  transport: PushTransport;
 }
 
 /**
@@ -33,8 +34,8 @@ export interface PushDeps {
  */
 const leaseMarginMs = (leaseMs: number) => Math.min(1_000, leaseMs / 10);
 
-/** The response headers the outcome depends on. */
-const KEPT_HEADERS = ['retry-after', HEADERS.retry.toLowerCase(), HEADERS.ack.toLowerCase()];
+/** The protocol's header names as a push's request holds them: lower case. */
+const WIRE = Object.fromEntries(Object.entries(HEADERS).map(([k, v]) => [k, v.toLowerCase()])) as { [K in keyof typeof HEADERS]: string };
 
 export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushResult> {
   const started = deps.now();
@@ -49,23 +50,14 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const timeoutMs = Math.min(task.timeoutMs, leaseLengthMs - leaseMarginMs(task.leaseMs));
   if (timeoutMs <= 0) return { kind: 'network', message: 'no time left in the lease to push', sent: false, durationMs: 0 };
 
-  let request: RequestInit;
+  const request = await buildRequest(task, deps, started, timeoutMs);
   try {
-    request = await buildRequest(task, deps, started);
+    const answer = await deps.transport(request);
+    return { kind: 'response', status: answer.status, headers: answer.headers, body: answer.body, durationMs: elapsed() };
   } catch (error) {
-    // A task Sluice cannot turn into a request (a header the fetch API refuses) never will be.
-    return { kind: 'refused', message: `the request cannot be built: ${(error as Error).message}`, durationMs: elapsed() };
-  }
-  try {
-    const response = await deps.fetch(task.url, { ...request, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
-    const body = await readCapped(response, LIMITS.resultBytes);
-    const headers: Record<string, string> = {};
-    for (const name of KEPT_HEADERS) {
-      const value = response.headers.get(name);
-      if (value !== null) headers[name] = value;
-    }
-    return { kind: 'response', status: response.status, headers, body, durationMs: elapsed() };
-  } catch (error) {
+    // A task Sluice cannot turn into a request (a header value the client refuses) never will be.
+    if (error instanceof UnsendableRequest)
+      return { kind: 'refused', message: `the request cannot be built: ${error.message}`, durationMs: elapsed() };
     if (isTimeout(error)) return { kind: 'timeout', durationMs: elapsed() };
     // The name resolved to a private address (Node checks and pins it): never sent.
     if (error instanceof PrivateTargetError) return { kind: 'refused', message: `url ${error.message}`, durationMs: elapsed() };
@@ -78,63 +70,47 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   }
 }
 
-async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number): Promise<RequestInit> {
+async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number, timeoutMs: number): Promise<PushRequest> {
   const bodyText = task.body ?? '';
   const bytes = utf8(bodyText);
   const [signature, leaseToken] = await Promise.all([
     signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url: task.url, body: bytes, nowMs }),
     signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + deps.maxLeaseMs, deps.issuer),
   ]);
-  const headers = new Headers(task.headers);
-  if (task.body !== null) headers.set('content-type', task.contentType);
-  headers.set(HEADERS.taskId, task.id);
-  headers.set(HEADERS.queue, task.queue);
+  // The task's own headers first (none is one of Sluice's: the API refuses those), by
+  // lower-case name, as a fetch's Headers would hold them.
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(task.headers)) {
+    const lower = name.toLowerCase();
+    headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;
+  }
+  if (task.body !== null) headers['content-type'] = task.contentType;
+  headers[WIRE.taskId] = task.id;
+  headers[WIRE.queue] = task.queue;
   // Keys may be any Unicode text; a header carries it percent-encoded (UTF-8), as `encodeURIComponent` does.
-  if (task.concurrencyKey !== null) headers.set(HEADERS.concurrencyKey, encodeURIComponent(task.concurrencyKey));
-  headers.set(HEADERS.attempt, String(task.attempts));
-  if (task.resumes > 0) headers.set(HEADERS.resume, String(task.resumes));
-  headers.set(HEADERS.maxAttempts, String(task.maxAttempts));
-  headers.set(HEADERS.leaseId, task.lease.id);
-  headers.set(HEADERS.leaseExpiresAt, task.lease.expiresAt.toISOString());
-  headers.set(HEADERS.leaseToken, leaseToken);
-  headers.set(HEADERS.signature, signature);
+  if (task.concurrencyKey !== null) headers[WIRE.concurrencyKey] = encodeURIComponent(task.concurrencyKey);
+  headers[WIRE.attempt] = String(task.attempts);
+  if (task.resumes > 0) headers[WIRE.resume] = String(task.resumes);
+  headers[WIRE.maxAttempts] = String(task.maxAttempts);
+  headers[WIRE.leaseId] = task.lease.id;
+  headers[WIRE.leaseExpiresAt] = task.lease.expiresAt.toISOString();
+  headers[WIRE.leaseToken] = leaseToken;
+  headers[WIRE.signature] = signature;
   if (deps.webhookSecret) {
     // webhook-id is the task id: the same on every retry, so receivers can deduplicate.
     const timestamp = Math.floor(nowMs / 1000);
-    headers.set(HEADERS.webhookId, task.id);
-    headers.set(HEADERS.webhookTimestamp, String(timestamp));
+    headers[WIRE.webhookId] = task.id;
+    headers[WIRE.webhookTimestamp] = String(timestamp);
     // Each endpoint has a secret of its own, derived from the master (security/webhook-secrets.ts);
     // while the master rotates, a signature under each (receivers check any of them).
     const masters = deps.webhookSecretNext ? [deps.webhookSecret, deps.webhookSecretNext] : [deps.webhookSecret];
     const signatures = await Promise.all(
       masters.map(async (master) => signWebhook(await endpointWebhookKey(master, task.url), task.id, timestamp, bodyText)),
     );
-    headers.set(HEADERS.webhookSignature, signatures.join(' '));
+    headers[WIRE.webhookSignature] = signatures.join(' ');
   }
   const sendsBody = task.method !== 'GET' && task.body !== null;
-  return { method: task.method, headers, ...(sendsBody ? { body: bytes } : {}) };
-}
-
-/** Reads at most `maxBytes` of a response as text and lets the rest go. */
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  while (size < maxBytes) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value.subarray(0, maxBytes - size));
-    size += Math.min(value.length, maxBytes - size);
-  }
-  await reader.cancel().catch(() => {});
-  const all = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return new TextDecoder().decode(all);
+  return { url: task.url, method: task.method, headers, body: sendsBody ? bytes : null, timeoutMs };
 }
 
 /**
@@ -145,7 +121,7 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
 const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function mayHaveArrived(error: unknown): boolean {
-  // A fetch that knows (Node's pinned fetch) says whether a connection was ever made.
+  // A transport that knows (Node's pinned transport) says whether a connection was ever made.
   const sent = (error as { sent?: unknown })?.sent;
   if (typeof sent === 'boolean') return sent;
   const code = (error as { cause?: { code?: unknown } })?.cause?.code;

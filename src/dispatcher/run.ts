@@ -20,6 +20,7 @@ import { nextTurn } from './next-turn.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
+import { fetchTransport, type PushTransport } from './transport.ts';
 
 /** The shortest gap between two reads of the next due time within a run. */
 const PROBE_GAP_MS = 250;
@@ -33,7 +34,8 @@ export interface DispatchDeps {
   keyring: Keyring;
   now?: () => number;
   random?: () => number;
-  fetch?: typeof fetch;
+  /** How a push is sent; default `fetch` (dispatcher/transport.ts). */
+  transport?: PushTransport;
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
   /** Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a no-op. */
   push?: (task: LeasedTask) => Promise<PushResult>;
@@ -126,7 +128,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     allowPrivateTargets: config.allowPrivateTargets,
     maxLeaseMs: config.maxLeaseMs,
     now,
-    fetch: deps.fetch ?? ((input, init) => fetch(input, init)),
+    transport: deps.transport ?? fetchTransport((input, init) => fetch(input, init)),
   };
   const push = deps.push ?? ((task: LeasedTask) => pushTask(task, pushDeps));
 

@@ -19,7 +19,7 @@ import { withDbRetry } from '../dispatcher/retry-db.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { openPgDb } from './pg-db.ts';
-import { pinnedFetch } from './pinned-fetch.ts';
+import { pinnedTransport } from './pinned-transport.ts';
 import { withSyncSigning } from './sync-signing.ts';
 import { startWakeChannel } from './wake-channel.ts';
 
@@ -100,7 +100,7 @@ export async function startNodeSluice(options: {
   }
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
-  const push = pinnedFetch({ allowPrivate: config.allowPrivateTargets });
+  const push = pinnedTransport({ allowPrivate: config.allowPrivateTargets });
   // Counts for /metrics, kept across runs and written at most once a second.
   const meter = new Meter();
   const loop =
@@ -109,7 +109,7 @@ export async function startNodeSluice(options: {
       : new DispatchLoop(
           (signal, nudges) =>
             dispatchRun(
-              { db: dispatchDb, config, keyring, fetch: push, meter, meterIntervalMs: METER_INTERVAL_MS },
+              { db: dispatchDb, config, keyring, transport: push, meter, meterIntervalMs: METER_INTERVAL_MS },
               { budgetMs: RUN_BUDGET_MS, signal, nudges },
             ),
           {

@@ -4,7 +4,7 @@
  * (`http://0x7f.1/` has the hostname `127.0.0.1`), so the checks below see canonical forms.
  *
  * A public hostname whose DNS answer is private (rebinding) is caught at push time on Node, where
- * the resolved address is checked and pinned (src/node/pinned-fetch.ts); a Worker's fetch
+ * the resolved address is checked and pinned (src/node/pinned-transport.ts); a Worker's fetch
  * cannot pin an address (README, security notes).
  */
 

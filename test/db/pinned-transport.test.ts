@@ -1,16 +1,17 @@
 /**
- * The Node push's fetch checks and pins the target's address: a public name that resolves to a
+ * The Node push's transport checks and pins the target's address: a public name that resolves to a
  * private address is refused at push time (DNS rebinding, 127.0.0.1.nip.io), and the connection
  * goes to the address that was checked, with the original Host. A local resolver stands in for
  * DNS; the endpoint is real HTTP.
  */
 import type { LookupAddress } from 'node:dns';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskGet, taskInsertMany } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
-import { pinnedFetch } from '../../src/node/pinned-fetch.ts';
+import { fetchTransport, type PushRequest, type PushTransport } from '../../src/dispatcher/transport.ts';
+import { pinnedTransport } from '../../src/node/pinned-transport.ts';
 import { freePort } from '../../src/node/postgres.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
@@ -33,9 +34,19 @@ const resolver =
   (host: string, _options: { all: true }, callback: (error: Error | null, addresses: LookupAddress[]) => void) =>
     answers[host] ? callback(null, answers[host]) : callback(Object.assign(new Error(`no such host ${host}`), { code: 'ENOTFOUND' }), []);
 
-describe('pinned fetch', () => {
+/** A request as a push makes it: a POST of a few bytes unless said otherwise, 5 s to answer. */
+const request = (url: string, more: Partial<PushRequest> = {}): PushRequest => ({
+  url,
+  method: 'POST',
+  headers: {},
+  body: new Uint8Array(1),
+  timeoutMs: 5_000,
+  ...more,
+});
+
+describe('pinned transport', () => {
   it('refuses a public name that resolves to a private address: the task is dead, nothing is sent', async () => {
-    const fetch = pinnedFetch({
+    const transport = pinnedTransport({
       allowPrivate: false,
       resolve: resolver({
         'rebind.example': [{ address: '127.0.0.1', family: 4 }],
@@ -49,7 +60,10 @@ describe('pinned fetch', () => {
       newTask({ url: 'https://rebind.example/hook' }),
       newTask({ url: 'https://mapped.example/hook' }),
     ]);
-    const report = await dispatchRun({ db: t.db, config: { ...config, allowPrivateTargets: false }, keyring, fetch }, { budgetMs: 5_000 });
+    const report = await dispatchRun(
+      { db: t.db, config: { ...config, allowPrivateTargets: false }, keyring, transport },
+      { budgetMs: 5_000 },
+    );
     expect(report).toMatchObject({ claimed: 2, dead: 2 });
     expect(endpoint.received).toHaveLength(0);
     expect(await taskGet(t.db, tasks[0]!.task.id)).toMatchObject({
@@ -64,14 +78,16 @@ describe('pinned fetch', () => {
 
   it('connects to the address it checked, with the original Host, body and headers', async () => {
     const port = new URL(endpoint.url).port;
-    const fetch = pinnedFetch({ allowPrivate: true, resolve: resolver({ 'pinned.example': [{ address: '127.0.0.1', family: 4 }] }) });
-    endpoint.reply(() => ({ status: 201, headers: { 'x-answer': 'yes' }, body: 'made' }));
-    const res = await fetch(`http://pinned.example:${port}/in`, {
-      method: 'POST',
-      headers: { 'x-trace': 'abc' },
-      body: new TextEncoder().encode('hi'),
+    const transport = pinnedTransport({
+      allowPrivate: true,
+      resolve: resolver({ 'pinned.example': [{ address: '127.0.0.1', family: 4 }] }),
     });
-    expect([res.status, res.headers.get('x-answer'), await res.text()]).toEqual([201, 'yes', 'made']);
+    endpoint.reply(() => ({ status: 201, headers: { 'x-answer': 'yes', 'sluice-ack': 'lease' }, body: 'made' }));
+    const answer = await transport(
+      request(`http://pinned.example:${port}/in`, { headers: { 'x-trace': 'abc' }, body: new TextEncoder().encode('hi') }),
+    );
+    // Of the answer's headers, only those a push's outcome reads are kept.
+    expect(answer).toEqual({ status: 201, headers: { 'sluice-ack': 'lease' }, body: 'made' });
     const [push] = endpoint.received;
     expect(push).toMatchObject({ method: 'POST', path: '/in', text: 'hi' });
     expect(push!.headers).toMatchObject({ host: `pinned.example:${port}`, 'x-trace': 'abc' });
@@ -79,28 +95,29 @@ describe('pinned fetch', () => {
 
   it('says when a request cannot have arrived: a failed TLS handshake, no connection within the timeout', async () => {
     const port = new URL(endpoint.url).port;
-    const fetch = pinnedFetch({ allowPrivate: true, resolve: resolver({ 'tls.example': [{ address: '127.0.0.1', family: 4 }] }) });
+    const transport = pinnedTransport({ allowPrivate: true, resolve: resolver({ 'tls.example': [{ address: '127.0.0.1', family: 4 }] }) });
     // https to a plain-HTTP server: the TLS handshake fails before any request is written.
-    await expect(fetch(`https://tls.example:${port}/`)).rejects.toMatchObject({ sent: false });
+    await expect(transport(request(`https://tls.example:${port}/`))).rejects.toMatchObject({ sent: false });
     // A server that accepts TCP but never answers the TLS handshake: the timeout comes first.
     const silent = createServer(() => {});
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     try {
       const silentPort = (silent.address() as { port: number }).port;
-      await expect(fetch(`https://tls.example:${silentPort}/`, { signal: AbortSignal.timeout(300) })).rejects.toMatchObject({
-        sent: false,
-      });
+      await expect(transport(request(`https://tls.example:${silentPort}/`, { timeoutMs: 300 }))).rejects.toMatchObject({ sent: false });
     } finally {
       silent.close();
     }
     expect(endpoint.received).toHaveLength(0);
   });
 
-  it('fails as fetch does: a timeout with the signal reason, a refused connection with its code', async () => {
-    const fetch = pinnedFetch({ allowPrivate: true });
+  it('fails as fetch does: a timeout as a TimeoutError, a refused connection with its code', async () => {
+    const transport = pinnedTransport({ allowPrivate: true });
     endpoint.reply(() => ({ status: 200, delayMs: 1_000 }));
-    await expect(fetch(`${endpoint.url}/slow`, { signal: AbortSignal.timeout(100) })).rejects.toMatchObject({ name: 'TimeoutError' });
-    await expect(fetch(`http://127.0.0.1:${await freePort()}/`)).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' }, sent: false });
+    await expect(transport(request(`${endpoint.url}/slow`, { timeoutMs: 100 }))).rejects.toMatchObject({ name: 'TimeoutError' });
+    await expect(transport(request(`http://127.0.0.1:${await freePort()}/`))).rejects.toMatchObject({
+      cause: { code: 'ECONNREFUSED' },
+      sent: false,
+    });
   });
 
   it('sends again on another connection when a kept-alive one was closed by the endpoint meanwhile', async () => {
@@ -119,14 +136,42 @@ describe('pinned fetch', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
-    const fetch = pinnedFetch({ allowPrivate: true });
+    const transport = pinnedTransport({ allowPrivate: true });
     try {
-      expect(await (await fetch(url, { method: 'POST', body: new Uint8Array(1) })).text()).toBe('ok');
+      expect((await transport(request(url))).body).toBe('ok');
       // The same push again: the kept-alive connection fails on use, and a new one answers.
-      expect(await (await fetch(url, { method: 'POST', body: new Uint8Array(1) })).text()).toBe('ok');
+      expect((await transport(request(url))).body).toBe('ok');
       expect(answered).toEqual([1, 2]);
     } finally {
-      fetch.close();
+      transport.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+});
+
+describe.each([
+  ['pinned transport (Node)', () => pinnedTransport({ allowPrivate: true })],
+  ['fetch transport (Workers, Deno, Bun)', () => Object.assign(fetchTransport(fetch), { close() {} })],
+] satisfies Array<[string, () => PushTransport & { close(): void }]>)('%s', (_name, make) => {
+  it('reads at most 64 KiB of an answer, joins a repeated header as fetch does, and refuses a header it cannot send', async () => {
+    const transport = make();
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => {
+        const body = 'x'.repeat(100_000);
+        socket.end(`HTTP/1.1 503 Busy\r\nRetry-After: 1\r\nRetry-After: 2\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const answer = await transport(request(`http://127.0.0.1:${(server.address() as { port: number }).port}/`));
+      expect([answer.status, answer.headers, answer.body.length]).toEqual([503, { 'retry-after': '1, 2' }, 64 * 1024]);
+      await expect(transport(request(endpoint.url, { headers: { 'x-bad': 'a\nb' } }))).rejects.toMatchObject({ name: 'UnsendableRequest' });
+      expect(endpoint.received).toHaveLength(0);
+    } finally {
+      transport.close();
+      for (const socket of sockets) socket.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     }
   });
