@@ -50,7 +50,13 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const timeoutMs = Math.min(task.timeoutMs, leaseLengthMs - leaseMarginMs(task.leaseMs));
   if (timeoutMs <= 0) return { kind: 'network', message: 'no time left in the lease to push', sent: false, durationMs: 0 };
 
-  const request = await buildRequest(task, deps, started, timeoutMs);
+  let request: PushRequest;
+  try {
+    request = await buildRequest(task, deps, started, timeoutMs);
+  } catch (error) {
+    // A task Sluice cannot turn into a request never will be.
+    return { kind: 'refused', message: `the request cannot be built: ${(error as Error).message}`, durationMs: elapsed() };
+  }
   try {
     const answer = await deps.transport(request);
     return { kind: 'response', status: answer.status, headers: answer.headers, body: answer.body, durationMs: elapsed() };
@@ -78,8 +84,9 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number, tim
     signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + deps.maxLeaseMs, deps.issuer),
   ]);
   // The task's own headers first (none is one of Sluice's: the API refuses those), by
-  // lower-case name, as a fetch's Headers would hold them.
-  const headers: Record<string, string> = {};
+  // lower-case name, as a fetch's Headers would hold them (in an object with no prototype, so
+  // that no name is special).
+  const headers: Record<string, string> = Object.create(null);
   for (const [name, value] of Object.entries(task.headers)) {
     const lower = name.toLowerCase();
     headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;

@@ -38,7 +38,7 @@ const dueNow = (id: string) => t.db.query('update sluice.tasks set run_at = now(
 
 describe('a push', () => {
   it('carries the protocol headers and a signature that verifies against the JWKS', async () => {
-    const task = await enqueue({ body: '{"hello":"world"}', concurrencyKey: 'tenant-7', headers: { 'x-trace': 'abc' } });
+    const task = await enqueue({ body: '{"hello":"world"}', concurrencyKey: 'tenant-7', headers: { 'x-trace': 'abc', 'X-Case': 'A' } });
     const report = await run();
     expect(report).toMatchObject({ claimed: 1, succeeded: 1 });
     const [push] = endpoint.received;
@@ -46,7 +46,7 @@ describe('a push', () => {
     expect(push!.method).toBe('POST');
     expect(push!.text).toBe('{"hello":"world"}');
     expect(h['content-type']).toBe('application/json');
-    expect(h['x-trace']).toBe('abc');
+    expect([h['x-trace'], h['x-case']]).toEqual(['abc', 'A']);
     expect(h['sluice-task-id']).toBe(task.id);
     expect(h['sluice-queue']).toBe('default');
     expect(h['sluice-concurrency-key']).toBe('tenant-7');
