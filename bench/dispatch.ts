@@ -173,7 +173,9 @@ async function fanout(base: string, path: '/slow' | '/ok', tasks: number): Promi
   );
   for (let i = 0; i < all.length; i += 1_000) await post(base, '/v1/tasks/batch', { tasks: all.slice(i, i + 1_000) });
   for (;;) {
-    const [row] = (await db.query(`select count(*)::int as n from sluice.tasks where status = 'succeeded'`)).rows as Array<{ n: number }>;
+    const [row] = (await db.query(`select count(*)::int as n from sluice.finished where status = 'succeeded'`)).rows as Array<{
+      n: number;
+    }>;
     if (row!.n >= tasks) break;
     if (Date.now() - started > 600_000) throw new Error(`fan-out: ${row!.n} of ${tasks} after 10 minutes`);
     await new Promise((r) => setTimeout(r, 20));
@@ -181,7 +183,8 @@ async function fanout(base: string, path: '/slow' | '/ok', tasks: number): Promi
   return tasks / ((Date.now() - started) / 1_000);
 }
 
-const reset = () => db.query('truncate sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits cascade');
+const reset = () =>
+  db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits cascade');
 
 const report: string[] = [];
 const say = (line: string) => {
