@@ -9,7 +9,8 @@
  *    and the slot a lease `complete` frees handed to the next task (from sending the call).
  * 2. Fan-out on the Worker: 2,000 tasks to an endpoint that answers after 200 ms, with
  *    SLUICE_DISPATCH_SHARDS 1 and 8, under a cluster cap, a queue limit and key limits that
- *    the endpoint checks on every push; then 2,000 no-op tasks with 8 shards.
+ *    the endpoint checks on every push; then 2,000 no-op tasks with 8 shards (BENCH_NOOP_SHARDS:
+ *    a comma-separated list of shard counts to run it with instead).
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -19,6 +20,8 @@ import { benchSetup } from './setup.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const FANOUT_TASKS = Number(process.env.BENCH_TASKS ?? 2_000);
+/** Shard counts the no-op fan-out runs with, one run each (`BENCH_NOOP_SHARDS=4,8,16`). */
+const NOOP_SHARDS = (process.env.BENCH_NOOP_SHARDS ?? '8').split(',');
 const LIMITS = { cluster: 45, queue: 30, key: 4, keys: 10 };
 
 // --- the endpoint: behaviour by path, limits checked on every push --------------------------
@@ -229,13 +232,15 @@ try {
   }
   say(`- ratio 8 shards / 1 shard: ${(rates['8']! / rates['1']!).toFixed(2)}×`);
 
-  await reset();
-  const worker = await startWorker({ script, vars: { ...baseEnv, SLUICE_DISPATCH_SHARDS: '8', SLUICE_CLUSTER_CAP: '' } });
-  try {
-    const rate = await fanout(worker.url, '/ok', FANOUT_TASKS);
-    say(`- ${FANOUT_TASKS} no-op tasks, 8 shards, no cluster cap: ${rate.toFixed(0)} tasks/s`);
-  } finally {
-    await worker.close();
+  for (const shards of NOOP_SHARDS) {
+    await reset();
+    const worker = await startWorker({ script, vars: { ...baseEnv, SLUICE_DISPATCH_SHARDS: shards, SLUICE_CLUSTER_CAP: '' } });
+    try {
+      const rate = await fanout(worker.url, '/ok', FANOUT_TASKS);
+      say(`- ${FANOUT_TASKS} no-op tasks, ${shards} shards × 6, no cluster cap: ${rate.toFixed(0)} tasks/s`);
+    } finally {
+      await worker.close();
+    }
   }
 } finally {
   await db.end();
