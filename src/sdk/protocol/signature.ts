@@ -56,12 +56,23 @@ export interface SignPushInput {
   ttlSeconds?: number;
 }
 
+/** Each key's encoded JWS header, the same for every push it signs. */
+const encodedHeaders = new WeakMap<SigningKey, string>();
+
+function encodedHeader(key: SigningKey): string {
+  let header = encodedHeaders.get(key);
+  if (header === undefined) {
+    header = base64url(utf8(JSON.stringify({ alg: key.alg, kid: key.kid, typ: 'JWT' })));
+    encodedHeaders.set(key, header);
+  }
+  return header;
+}
+
 /** A compact JWS (RFC 7515) over the push's claims, verifiable by any JWT library. */
 export async function signPush(input: SignPushInput): Promise<string> {
   const iat = Math.floor(input.nowMs / 1000);
   const ttl = Math.min(input.ttlSeconds ?? MAX_SIGNATURE_TTL_SECONDS, MAX_SIGNATURE_TTL_SECONDS);
   const { key } = input;
-  const header = { alg: key.alg, kid: key.kid, typ: 'JWT' };
   const claims: PushClaims = {
     body: await sha256Base64url(input.body),
     iss: input.issuer,
@@ -71,7 +82,7 @@ export async function signPush(input: SignPushInput): Promise<string> {
     exp: iat + ttl,
     jti: input.leaseId,
   };
-  const signingInput = `${base64url(utf8(JSON.stringify(header)))}.${base64url(utf8(JSON.stringify(claims)))}`;
+  const signingInput = `${encodedHeader(key)}.${base64url(utf8(JSON.stringify(claims)))}`;
   const data = utf8(signingInput);
   const signature = key.signSync ? key.signSync(data) : new Uint8Array(await crypto.subtle.sign(WEBCRYPTO_PARAMS[key.alg], key.key, data));
   return `${signingInput}.${base64url(signature)}`;
