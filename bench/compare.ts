@@ -61,7 +61,7 @@ const cluster = await startCluster();
 const endpoint = await startEndpoint();
 const secrets = await sluiceSecrets();
 // Every contender at the peers' usual 16 in flight and at Sluice's Node default of 64 (a push in
-// flight is a socket, not a worker: see README, Performance), so that each Sluice figure stands
+// flight is a socket, not a worker: see docs/performance.md), so that each Sluice figure stands
 // beside the peers' at the same level.
 const [low, high] = IN_FLIGHT_LEVELS;
 const [graphileDefault16, graphileDefault64] = [graphile(false, low), graphile(false, high)];

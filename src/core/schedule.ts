@@ -1,5 +1,5 @@
 /**
- * Cron schedules, pure (README "Schedules"): reading a cron expression in a time zone, the next
+ * Cron schedules, pure (docs/guide.md "Schedules"): reading a cron expression in a time zone, the next
  * slot, and the catch-up rule for slots missed while nothing was dispatching. The clock is
  * always passed in. Slots are computed by croner, whose DST rules are kept as they are: in a
  * wall-clock hour that repeats, a fixed-time expression fires once (at the first occurrence) and

@@ -91,7 +91,7 @@ export interface Task {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
-  /** The schedule and slot that enqueued it (README "Schedules"); `null` for a task enqueued by a call. */
+  /** The schedule and slot that enqueued it (docs/guide.md "Schedules"); `null` for a task enqueued by a call. */
   schedule: { name: string; slot: Date } | null;
 }
 

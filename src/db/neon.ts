@@ -4,7 +4,7 @@
  *   the length of a drain) and for interactive transactions;
  * - `openNeonHttpDb`: for the API, where most requests are one statement: each query is one
  *   HTTPS request to Neon's query endpoint (no connection handshake), and only a transaction
- *   opens a WebSocket Pool. Chosen by measurement: see README "Database paths".
+ *   opens a WebSocket Pool. Chosen by measurement: see docs/operations.md "Database paths on Workers".
  * A stateless Worker's Pool must be opened and closed within its request; the caller closes.
  */
 import { neon, neonConfig, Pool } from '@neondatabase/serverless';

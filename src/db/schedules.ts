@@ -1,5 +1,5 @@
 /**
- * Schedule rows (README "Schedules"): create, read, list, pause, resume, delete, and the two
+ * Schedule rows (docs/guide.md "Schedules"): create, read, list, pause, resume, delete, and the two
  * statements of a firing: finding due schedules, and firing one, exactly once per slot.
  */
 import { ConflictError } from '../core/errors.ts';

@@ -1,5 +1,5 @@
 /**
- * The dispatcher's schedule step (README "Schedules"): every due schedule fires its slot, by
+ * The dispatcher's schedule step (docs/guide.md "Schedules"): every due schedule fires its slot, by
  * the catch-up rule (src/core/schedule.ts), with one compare-and-set statement each
  * (src/db/schedules.ts), so racing dispatchers fire each slot once between them.
  */

@@ -80,7 +80,7 @@ export interface RunReport {
   leaseKept: number;
   /** Pushes that timed out or lost their connection: their leases are held until they expire. */
   unanswered: number;
-  /** Tasks enqueued by schedules that came due (README "Schedules"). */
+  /** Tasks enqueued by schedules that came due (docs/guide.md "Schedules"). */
   fired: number;
   /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
   roundTrips: number;

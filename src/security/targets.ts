@@ -5,7 +5,7 @@
  *
  * A public hostname whose DNS answer is private (rebinding) is caught at push time on Node, where
  * the resolved address is checked and pinned (src/node/pinned-transport.ts); a Worker's fetch
- * cannot pin an address (README, security notes).
+ * cannot pin an address (docs/operations.md, "Security notes").
  */
 
 export type TargetCheck = { ok: true; url: URL } | { ok: false; reason: string };

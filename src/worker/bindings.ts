@@ -20,7 +20,8 @@ export const PUSHERS_BINDING = 'PUSHERS';
 
 function namespace<T>(env: Env, binding: string): DurableObjectNamespace<T> {
   const ns = env[binding] as DurableObjectNamespace<T> | undefined;
-  if (!ns) throw new Error(`the Durable Object binding ${binding} is missing: declare it in wrangler.toml (see README "Deploying")`);
+  if (!ns)
+    throw new Error(`the Durable Object binding ${binding} is missing: declare it in wrangler.toml (see docs/operations.md "Deploying")`);
   return ns;
 }
 

@@ -213,7 +213,7 @@ describe('rate limits under racing dispatchers', () => {
       const spanMs = times.at(-1)! - times[0]!;
       console.info(`rate race: ${level} ${times.length} claims over ${spanMs} ms, at most ${most} in any ${RATE.period_ms} ms`);
     }
-    // What the endpoint saw, for the record (arrival times include delivery jitter; see README).
+    // What the endpoint saw, for the record (arrival times include delivery jitter; see docs/guide.md "Rate limits").
     const arrivals = endpoint.received.filter((p) => p.path === '/p').map((p) => p.receivedAt);
     const seen = Math.max(...arrivals.map((a) => arrivals.filter((x) => x >= a && x < a + RATE.period_ms).length));
     console.info(`rate race: the endpoint saw at most ${seen} pushes of "paced" in any ${RATE.period_ms} ms`);

@@ -1,5 +1,5 @@
 /**
- * Schedules on a real Postgres and over real HTTP (README "Schedules"): the API and its 400s,
+ * Schedules on a real Postgres and over real HTTP (docs/guide.md "Schedules"): the API and its 400s,
  * firing with a clock the test moves (catch-up after downtime, DST, overlap policies,
  * pause/resume/delete), exactly one task per slot with dispatchers racing, and the Node server
  * waking for a firing with no poll to help.

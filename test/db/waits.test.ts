@@ -1,5 +1,5 @@
 /**
- * Waits on child tasks (README "Waits"), on the Node server over real HTTP: the seed's two
+ * Waits on child tasks (docs/guide.md "Waits"), on the Node server over real HTTP: the seed's two
  * examples (a parent waiting on a child on another queue gives its cluster slot back; on its
  * own queue, the child runs in the parent's slot), the recursive wait refused as a deadlock,
  * a waiting parent still holding its queue slot, and cancellation reaching the children.

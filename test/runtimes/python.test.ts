@@ -1,6 +1,7 @@
 /**
- * Any language: the README's Python examples, run as they are. enqueue.py (standard library
- * only) enqueues; verify.py receives the push and verifies it with PyJWT's stock JWKS client.
+ * Any language: the Python examples the README and docs/guide.md show, run as they are.
+ * enqueue.py (standard library only) enqueues; verify.py receives the push and verifies it
+ * with PyJWT's stock JWKS client.
  * Uses Debian's python3 with python3-jwt; skipped, saying so, where that is not installed.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';

@@ -5,7 +5,7 @@
  * redrives dead tasks, checking each effect in the database; and it checks what keeps the
  * session safe: the cookie's flags, a non-admin key refused, a forged POST refused.
  *
- * `SLUICE_SCREENSHOTS=1` also writes the pages the README shows (docs/dashboard-*.png).
+ * `SLUICE_SCREENSHOTS=1` also writes the pages docs/guide.md shows (docs/dashboard-*.png).
  */
 import chromium from '@sparticuz/chromium';
 import { type Browser, type BrowserContext, type Page, chromium as playwright } from 'playwright-core';

@@ -1,5 +1,5 @@
 /**
- * Schedules on the real Worker in workerd (README "Schedules"): the scheduler Durable Object's
+ * Schedules on the real Worker in workerd (docs/guide.md "Schedules"): the scheduler Durable Object's
  * alarm is set for the next slot, so a schedule fires without waiting for the cron minute (the
  * cron is never fired here unless a test says so), and each slot is pushed once.
  */

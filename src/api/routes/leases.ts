@@ -104,7 +104,7 @@ leases.post('/:lease/release', async (c) => {
 /**
  * Wait for children: the lease ends, the task is `waiting`, and once every child waited on has
  * finished it is pushed again (`Sluice-Resume`), its attempt given back. 409
- * `recursive_wait_deadlock` when the wait could never be served (README "Waits").
+ * `recursive_wait_deadlock` when the wait could never be served (docs/guide.md "Waits").
  */
 leases.post('/:lease/wait', async (c) => {
   const body = parse(waitSchema, await readOptionalJson(c.req.raw));

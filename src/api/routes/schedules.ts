@@ -1,5 +1,5 @@
 /**
- * /v1/schedules (README "Schedules"): a cron expression in a time zone that enqueues a task at
+ * /v1/schedules (docs/guide.md "Schedules"): a cron expression in a time zone that enqueues a task at
  * each slot. Creating, pausing, resuming and deleting take `tasks:write`, as enqueueing does: a
  * schedule only enqueues what its key could enqueue itself, through the same checks. Reading
  * takes `tasks:read`.

@@ -2,7 +2,7 @@
  * The fault run's producer: enqueues items 0…n-1 through the API in batches, at a steady pace,
  * whatever the fault does. A batch whose answer is lost or refused (503, a dead process, a
  * stalled network) is sent again, to another process, with the same `dedup_key`s: what a
- * careful client does, and what the README tells it to do.
+ * careful client does, and what docs/guide.md tells it to do.
  */
 export interface ProducerResult {
   acked: Set<number>;
