@@ -27,6 +27,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     const config = loadConfig(c.env);
     c.set('config', config);
     c.set('clientAddress', platform.clientAddress(c.req.raw));
+    c.set('processStats', platform.processStats ?? null);
     c.set('keyring', () => loadKeyring(config.signingKeys));
     // Opened on first use: a health check of the JWKS never touches the database.
     let db: OpenDb | null = null;

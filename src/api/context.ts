@@ -16,6 +16,16 @@ export interface Platform {
   clientAddress(request: Request): string | null;
   /** Tells the dispatcher that work comes due (docs/DESIGN.md §6), without delaying the response. */
   poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
+  /** The serving process's own figures for /metrics, where there is a process (not on Workers). */
+  processStats?: () => ProcessStats;
+}
+
+/** What a long-lived process says of itself at /metrics (the `process_*` series). */
+export interface ProcessStats {
+  cpuSeconds: number;
+  residentBytes: number;
+  heapUsedBytes: number;
+  startTimeSeconds: number;
 }
 
 export interface AppEnv {
@@ -31,5 +41,7 @@ export interface AppEnv {
     leaseTaskId: string;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */
     poke: (poke?: Poke) => void;
+    /** The serving process's figures, `null` on Workers. */
+    processStats: (() => ProcessStats) | null;
   };
 }

@@ -5,8 +5,11 @@
 import type { Config } from '../config.ts';
 import { resolveKeyLimit, resolveQueueLimits } from '../core/limits.ts';
 import { COUNTED, type MetricDefinition, SECONDS_BUCKETS } from '../core/metrics.ts';
+import { TASK_STATUSES } from '../core/types.ts';
 import type { MetricsRead } from '../db/metrics.ts';
 import type { QueueOverride } from '../db/queues.ts';
+import { SLUICE_VERSION } from '../version.ts';
+import type { ProcessStats } from './context.ts';
 
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -26,19 +29,28 @@ function family(name: string, type: string, help: string, samples: string[]): st
   return [`# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`, `# TYPE ${name} ${type}`, ...samples];
 }
 
-function counted(def: MetricDefinition, rows: MetricsRead['counters']): string[] {
+/**
+ * A counted metric's family: a series for every row, and a zero-valued one for every known queue
+ * (when per queue) and label value that has none yet, so that alerts see each from the start.
+ */
+function counted(def: MetricDefinition, rows: MetricsRead['counters'], queues: readonly string[]): string[] {
   const labels = (row: { queue: string; label: string }): Labels => ({
     ...(def.perQueue ? { queue: row.queue } : {}),
     ...(def.label ? { [def.label]: row.label } : {}),
   });
-  if (def.type !== 'histogram')
+  const allQueues = def.perQueue ? [...new Set([...queues, ...rows.map((r) => r.queue)])].sort() : [''];
+  if (def.type !== 'histogram') {
+    const values = new Map(rows.map((r) => [`${r.queue}\u0000${r.label}`, r.value]));
+    const labelValues = def.label ? [...new Set([...(def.values ?? []), ...rows.map((r) => r.label)])] : [''];
+    const series = allQueues.flatMap((queue) => labelValues.map((label) => ({ queue, label })));
     return family(
       def.name,
       def.type,
       def.help,
-      rows.map((r) => sample(def.name, labels(r), r.value)),
+      series.map((r) => sample(def.name, labels(r), values.get(`${r.queue}\u0000${r.label}`) ?? 0)),
     );
-  const byQueue = new Map<string, Map<string, number>>();
+  }
+  const byQueue = new Map<string, Map<string, number>>(allQueues.map((q) => [q, new Map()]));
   for (const r of rows) {
     const buckets = byQueue.get(r.queue) ?? new Map<string, number>();
     buckets.set(r.label, (buckets.get(r.label) ?? 0) + r.value);
@@ -57,8 +69,32 @@ function counted(def: MetricDefinition, rows: MetricsRead['counters']): string[]
   return family(def.name, 'histogram', def.help, samples);
 }
 
+/** The serving process's own series, under the names Prometheus clients use; none on Workers. */
+function processFamilies(p: ProcessStats | null): string[] {
+  if (!p) return [];
+  return [
+    ...family('process_cpu_seconds_total', 'counter', 'CPU time of the process that answered, user and system, in seconds.', [
+      sample('process_cpu_seconds_total', {}, p.cpuSeconds),
+    ]),
+    ...family('process_resident_memory_bytes', 'gauge', 'Resident memory of the process that answered, in bytes.', [
+      sample('process_resident_memory_bytes', {}, p.residentBytes),
+    ]),
+    ...family('process_start_time_seconds', 'gauge', 'When the process that answered started (Unix time).', [
+      sample('process_start_time_seconds', {}, p.startTimeSeconds),
+    ]),
+    ...family('nodejs_heap_size_used_bytes', 'gauge', 'JavaScript heap in use in the process that answered, in bytes.', [
+      sample('nodejs_heap_size_used_bytes', {}, p.heapUsedBytes),
+    ]),
+  ];
+}
+
 /** The whole exposition. */
-export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<string, QueueOverride>): string {
+export function renderMetrics(
+  config: Config,
+  read: MetricsRead,
+  overrides: Map<string, QueueOverride>,
+  stats: ProcessStats | null = null,
+): string {
   const queues = [
     ...new Set([
       ...Object.keys(config.queues),
@@ -70,12 +106,21 @@ export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<
   ].sort();
   const limits = new Map(queues.map((q) => [q, resolveQueueLimits(config.queues[q], overrides.get(q)?.settings ?? null)]));
   const clusterActive = [...read.leased.values()].reduce((a, b) => a + b, 0);
+  // Once counted, every known queue has a series per status, zero when it has no such task.
+  const counts = new Map(read.taskCounts.map((c) => [`${c.queue}\u0000${c.status}`, c.n]));
+  const countedQueues = read.countedAt ? [...new Set([...queues, ...read.taskCounts.map((c) => c.queue)])].sort() : [];
   const lines: string[] = [
+    ...processFamilies(stats),
+    ...family('sluice_build_info', 'gauge', 'Always 1; its label is the version of Sluice that answered the scrape.', [
+      sample('sluice_build_info', { version: SLUICE_VERSION }, 1),
+    ]),
     ...family(
       'sluice_tasks',
       'gauge',
       'Tasks per queue and status, as counted at sluice_tasks_counted_timestamp_seconds (every 15 s on Node, every minute on the Worker).',
-      read.taskCounts.map((c) => sample('sluice_tasks', { queue: c.queue, status: c.status }, c.n)),
+      countedQueues.flatMap((queue) =>
+        TASK_STATUSES.map((status) => sample('sluice_tasks', { queue, status }, counts.get(`${queue}\u0000${status}`) ?? 0)),
+      ),
     ),
     ...family(
       'sluice_tasks_counted_timestamp_seconds',
@@ -141,6 +186,7 @@ export function renderMetrics(config: Config, read: MetricsRead, overrides: Map<
       ...counted(
         def,
         read.counters.filter((r) => r.metric === id),
+        queues,
       ),
     );
   }

@@ -12,6 +12,11 @@ export interface MetricDefinition {
   help: string;
   /** The label a stored row's `label` column fills, if any (`queue` is implied when per queue). */
   label?: string;
+  /**
+   * Every value that label takes. A scrape writes a series for each, zero until counted, so that
+   * `rate()` and `absent()` see a series from the start (per known queue when per queue).
+   */
+  values?: readonly string[];
   perQueue: boolean;
 }
 
@@ -28,6 +33,7 @@ export const COUNTED = {
     type: 'counter',
     help: 'Claim passes that found tasks due in a queue and could lease none of them, by what stopped them: cluster, queue (its concurrency), rate (its rate), key (every due key at its concurrency or rate), paused.',
     label: 'limit',
+    values: ['cluster', 'queue', 'rate', 'key', 'paused'],
     perQueue: true,
   },
   due_to_push: {
@@ -47,6 +53,7 @@ export const COUNTED = {
     type: 'counter',
     help: 'Pushes by outcome: succeeded, retried, deferred, dead, lease_kept (the endpoint holds the lease), unanswered (timed out or cut; the slot stays held), lost (the lease ended meanwhile).',
     label: 'outcome',
+    values: ['succeeded', 'retried', 'deferred', 'dead', 'lease_kept', 'unanswered', 'lost'],
     perQueue: true,
   },
   lease_expiries: {

@@ -129,8 +129,19 @@ export async function startNodeSluice(options: {
   };
   // The socket's address for each request, for the bad-key brake.
   const addresses = new WeakMap<Request, string>();
+  const startedAt = Date.now() - process.uptime() * 1000;
   const app = createApp({
     clientAddress: (request) => addresses.get(request) ?? null,
+    processStats: () => {
+      const cpu = process.cpuUsage();
+      const memory = process.memoryUsage();
+      return {
+        cpuSeconds: (cpu.user + cpu.system) / 1e6,
+        residentBytes: memory.rss,
+        heapUsedBytes: memory.heapUsed,
+        startTimeSeconds: startedAt / 1000,
+      };
+    },
     openDb: () => shared,
     poke(poke) {
       loop?.wake(poke.atMs);

@@ -130,6 +130,15 @@ describe('GET /metrics', () => {
     expect(reader.status).toBe(403);
   });
 
+  it("says which version answered and, on Node, the serving process's memory and CPU", async () => {
+    const s = await scrape();
+    expect(total(s, 'sluice_build_info')).toBe(1);
+    expect(total(s, 'process_resident_memory_bytes')).toBeGreaterThan(1_000_000);
+    expect(total(s, 'nodejs_heap_size_used_bytes')).toBeGreaterThan(1_000_000);
+    expect(total(s, 'process_cpu_seconds_total')).toBeGreaterThan(0);
+    expect(total(s, 'process_start_time_seconds')).toBeLessThanOrEqual(Date.now() / 1000);
+  });
+
   it('counts what the dispatcher does, scraped while it runs, and the counters only rise', async () => {
     // Slow pushes, one key of "reports" per pair of tasks: the key limit and the queue limit bind.
     endpoint.reply(() => ({ status: 200, delayMs: 30 }));

@@ -50,6 +50,11 @@ describe('GET /metrics on the Worker', () => {
     expect(value(after, 'sluice_acquired_total', { queue: 'mail' })).toBe(6);
     expect(value(after, 'sluice_cluster_slots_limit', {})).toBe(2);
     expect(value(after, 'sluice_dispatch_runs_total', {})).toBeGreaterThan(0);
+    // Every outcome has its series from the start, and the build is named; a Worker has no process.
+    const dead = after.get('sluice_pushes_total')?.metrics.find((m) => m.labels?.queue === 'mail' && m.labels?.outcome === 'dead');
+    expect(dead?.value).toBe('0');
+    expect(value(after, 'sluice_build_info', {})).toBe(1);
+    expect(after.has('process_resident_memory_bytes')).toBe(false);
     // Task counts come from the cron's minute.
     await f.worker.scheduled();
     expect(value(await scrape(), 'sluice_tasks', { queue: 'mail', status: 'succeeded' })).toBe(6);

@@ -11,5 +11,8 @@ export const metrics = new Hono<AppEnv>();
 metrics.get('/', requireScope('metrics:read'), async (c) => {
   const { config, db } = c.var;
   const [read, overrides] = await Promise.all([metricsRead(db, config.metricsTopKeys), queueOverrides(db)]);
-  return c.body(renderMetrics(config, read, overrides), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' });
+  return c.body(renderMetrics(config, read, overrides, c.var.processStats?.() ?? null), 200, {
+    'content-type': PROMETHEUS_CONTENT_TYPE,
+    'cache-control': 'no-store',
+  });
 });

@@ -1,0 +1,47 @@
+/**
+ * The /metrics exposition before anything is counted: every series an alert may watch is there
+ * from the start, at zero (`rate()` and `absent()` need a series to exist), and the build is named.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { renderMetrics } from '../../src/api/prometheus.ts';
+import { COUNTED } from '../../src/core/metrics.ts';
+import { TASK_STATUSES } from '../../src/core/types.ts';
+import type { MetricsRead } from '../../src/db/metrics.ts';
+import { SLUICE_VERSION } from '../../src/version.ts';
+import { testConfig } from '../helpers/config.ts';
+
+const { config } = await testConfig('postgres://u:p@db.example.com/sluice', { SLUICE_QUEUES: '{"emails":{"concurrency":4}}' });
+
+const nothingYet: MetricsRead = { counters: [], taskCounts: [], countedAt: null, leased: new Map(), waiting: new Map(), keys: [] };
+
+const lines = (text: string) => new Set(text.split('\n'));
+
+describe('GET /metrics before anything is counted', () => {
+  it('writes every counter, per known queue and label value, at zero, and a histogram per queue', () => {
+    const text = lines(renderMetrics(config, nothingYet, new Map()));
+    for (const outcome of COUNTED.pushes.values) expect(text).toContain(`sluice_pushes_total{queue="emails",outcome="${outcome}"} 0`);
+    for (const limit of COUNTED.held_back.values) expect(text).toContain(`sluice_held_back_total{queue="emails",limit="${limit}"} 0`);
+    expect(text).toContain('sluice_acquired_total{queue="emails"} 0');
+    expect(text).toContain('sluice_lease_expiries_total{queue="emails"} 0');
+    expect(text).toContain('sluice_claim_passes_total 0');
+    expect(text).toContain('sluice_dispatch_runs_total 0');
+    expect(text).toContain('sluice_push_duration_seconds_bucket{queue="emails",le="+Inf"} 0');
+    expect(text).toContain('sluice_due_to_push_seconds_count{queue="emails"} 0');
+  });
+
+  it('counts tasks per status at zero once counted, and claims no count before', () => {
+    expect(renderMetrics(config, nothingYet, new Map())).not.toMatch(/^sluice_tasks\{/m);
+    const counted = { ...nothingYet, countedAt: new Date(), taskCounts: [{ queue: 'emails', status: 'dead', n: 3 }] };
+    const text = lines(renderMetrics(config, counted, new Map()));
+    for (const status of TASK_STATUSES) {
+      expect(text).toContain(`sluice_tasks{queue="emails",status="${status}"} ${status === 'dead' ? 3 : 0}`);
+    }
+  });
+
+  it('names the version that answered, the one package.json says', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(SLUICE_VERSION).toBe(pkg.version);
+    expect(lines(renderMetrics(config, nothingYet, new Map()))).toContain(`sluice_build_info{version="${pkg.version}"} 1`);
+  });
+});
