@@ -9,6 +9,8 @@ import { createApp } from '../../src/api/app.ts';
 import { sameOrigin } from '../../src/api/dashboard/guard.ts';
 import { quantile } from '../../src/api/dashboard/quantiles.ts';
 import { SESSION_TTL_MS, signSession, verifySession } from '../../src/api/dashboard/session.ts';
+import { taskPage } from '../../src/api/dashboard/views/tasks.ts';
+import type { Task } from '../../src/core/types.ts';
 import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
 import { generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';
 import { signLeaseToken } from '../../src/security/lease-token.ts';
@@ -145,5 +147,52 @@ describe('the session cookie', () => {
     const cookie = await login('https://sluice.example/dashboard/login');
     expect(cookie).toMatch(/^sluice_session=[\w-]+\.[\w-]+; Max-Age=43200; Path=\/dashboard; HttpOnly; Secure; SameSite=Strict$/);
     expect(await login('http://127.0.0.1:8787/dashboard/login')).not.toContain('Secure');
+  });
+});
+
+describe("a task's page", () => {
+  const at = new Date(NOW);
+  // A task that failed once (HTTP 500) and then succeeded (HTTP 200).
+  const task: Task = {
+    id: '7',
+    queue: 'emails',
+    status: 'succeeded',
+    url: 'https://example.com/hook',
+    method: 'POST',
+    headers: {},
+    body: '{}',
+    contentType: 'application/json',
+    concurrencyKey: null,
+    concurrencyLimit: null,
+    parentId: null,
+    resumes: 0,
+    rateLimit: null,
+    priority: 0,
+    runAt: at,
+    expiresAt: null,
+    attempts: 2,
+    maxAttempts: 5,
+    backoff: { initialMs: 1_000, maxMs: 3_600_000, factor: 2, jitter: 0.25 },
+    deferrals: 0,
+    timeoutMs: 30_000,
+    leaseMs: 60_000,
+    dedupKey: null,
+    lease: null,
+    cancelRequestedAt: null,
+    result: 'ok',
+    lastError: 'HTTP 500: boom',
+    lastStatus: 200,
+    createdAt: at,
+    updatedAt: at,
+    finishedAt: at,
+    schedule: null,
+  };
+
+  it('does not pin an earlier error on the status that ended it, and says the time zone of its times', () => {
+    const page = String(taskPage(task, [], at));
+    expect(page).toContain('<dt>Error before it succeeded</dt><dd>HTTP 500: boom</dd>');
+    expect(page).toContain('<dt>Last HTTP status</dt><dd>200</dd>');
+    expect(page).not.toContain('(HTTP 200)');
+    expect(page).toContain('2026-11-23 12:00:00 UTC</time>');
   });
 });

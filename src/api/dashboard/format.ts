@@ -15,7 +15,7 @@ export function duration(ms: number): string {
 /** A time as UTC to the second, in a `<time>` element that carries the exact instant. */
 export function time(at: Date | null) {
   if (at === null) return html`<span class="muted">—</span>`;
-  return html`<time datetime="${at.toISOString()}">${at.toISOString().slice(0, 19).replace('T', ' ')}</time>`;
+  return html`<time datetime="${at.toISOString()}">${at.toISOString().slice(0, 19).replace('T', ' ')} UTC</time>`;
 }
 
 /** A dashboard path with a query string of the non-empty values. */

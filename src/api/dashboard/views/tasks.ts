@@ -109,7 +109,8 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
 <dt>Dedup key</dt><dd>${t.dedupKey ?? html`<span class="muted">none</span>`}</dd>
 <dt>Created</dt><dd>${time(t.createdAt)}</dd>
 <dt>Finished</dt><dd>${time(t.finishedAt)}</dd>
-<dt>Last error</dt><dd>${t.lastError ?? html`<span class="muted">none</span>`}${t.lastStatus === null ? '' : ` (HTTP ${t.lastStatus})`}</dd>
+<dt>${t.status === 'succeeded' ? 'Error before it succeeded' : 'Last error'}</dt><dd>${t.lastError ?? html`<span class="muted">none</span>`}</dd>
+<dt>Last HTTP status</dt><dd>${t.lastStatus ?? html`<span class="muted">none</span>`}</dd>
 <dt>Header names</dt><dd>${Object.keys(t.headers).length ? Object.keys(t.headers).join(', ') : html`<span class="muted">none</span>`} <span class="muted">(values are never shown: they may be credentials)</span></dd>
 </dl></div>
 <h2>Body <span class="muted">${t.contentType}</span></h2>${body === null ? html`<p class="muted">No body.</p>` : html`<pre>${body}</pre>`}
