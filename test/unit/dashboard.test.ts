@@ -6,6 +6,7 @@
 import type { JWK } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/api/app.ts';
+import { bar } from '../../src/api/dashboard/format.ts';
 import { sameOrigin } from '../../src/api/dashboard/guard.ts';
 import { quantile } from '../../src/api/dashboard/quantiles.ts';
 import { SESSION_TTL_MS, signSession, verifySession } from '../../src/api/dashboard/session.ts';
@@ -194,5 +195,13 @@ describe("a task's page", () => {
     expect(page).toContain('<dt>Last HTTP status</dt><dd>200</dd>');
     expect(page).not.toContain('(HTTP 200)');
     expect(page).toContain('2026-11-23 12:00:00 UTC</time>');
+  });
+});
+
+describe('a level of slots', () => {
+  it('draws no bar when it has no limit (nothing to fill), and a share of the limit when it has one', () => {
+    expect(String(bar(4, null, 'Cluster'))).toBe('');
+    expect(String(bar(2, 4, 'Queue'))).toContain('<rect class="held" width="160"');
+    expect(String(bar(6, 4, 'Queue'))).toContain('<rect class="over"');
   });
 });

@@ -202,7 +202,7 @@ export const ACTIONS: Record<string, Action> = {
       const id = taskIdParam(p);
       return {
         title: `Redrive dead task #${id}`,
-        detail: 'It is pending again now, with a fresh attempt budget; its history stays.',
+        detail: 'Once confirmed, it is pending again, with a fresh attempt budget; its history stays.',
         call: { method: 'POST', path: `/v1/tasks/${id}/retry` },
         back: href(`/tasks/${id}`),
       };

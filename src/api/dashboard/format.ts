@@ -41,11 +41,13 @@ export function limitText(limit: number | null, source: string) {
  * scaled to what is held; above the limit (after a limit was lowered) the excess shows red.
  */
 export function bar(active: number, limit: number | null, label: string) {
+  // With no limit there is nothing to fill: the count beside it says "n / ∞".
+  if (limit === null) return '';
   const width = 320;
-  const scale = Math.max(limit ?? 0, active, 1);
-  const held = Math.round((Math.min(active, limit ?? active) / scale) * width);
-  const over = limit !== null && active > limit ? Math.round(((active - limit) / scale) * width) : 0;
-  return html`<svg class="bar" width="${width}" height="14" viewBox="0 0 ${width} 14" role="img" aria-label="${label}: ${active} of ${limit ?? 'unlimited'} slots held">
+  const scale = Math.max(limit, active, 1);
+  const held = Math.round((Math.min(active, limit) / scale) * width);
+  const over = active > limit ? Math.round(((active - limit) / scale) * width) : 0;
+  return html`<svg class="bar" width="${width}" height="14" viewBox="0 0 ${width} 14" role="img" aria-label="${label}: ${active} of ${limit} slots held">
 <rect class="free" width="${width}" height="14" rx="3"></rect><rect class="held" width="${held}" height="14" rx="3"></rect>${
     over > 0 ? html`<rect class="over" x="${held}" width="${over}" height="14"></rect>` : ''
   }</svg>`;
