@@ -205,6 +205,15 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
       expect.stringMatching(/^1\s*succeeded\s*200/),
     ]);
 
+    // On a narrow screen (420 px) no page is wider than the screen: tables scroll within themselves.
+    await page.setViewportSize({ width: 420, height: 900 });
+    for (const path of ['/dashboard', '/dashboard/queues/reports', `/dashboard/tasks/${dead}`, '/dashboard/dead', '/dashboard/waiting']) {
+      await page.goto(path);
+      const [scrollWidth, innerWidth] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+      expect(scrollWidth, `${path} at 420 px`).toBeLessThanOrEqual(innerWidth);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+
     // Redrive all that match: two more dead tasks.
     const more = [
       await enqueue(target, { queue: 'reports', url: flaky, max_attempts: 1 }),

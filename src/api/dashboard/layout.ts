@@ -40,6 +40,8 @@ pre{background:#fff;border:1px solid var(--line);border-radius:4px;padding:.6rem
 pre.curl{background:#1d2330;color:#e6e9ef;border:0}dl{display:grid;grid-template-columns:10rem 1fr;gap:.2rem 1rem;margin:0}dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}
 .live{font-size:.8em;color:var(--muted)}.actions{display:flex;flex-wrap:wrap;gap:1rem;align-items:center}
 .login{max-width:26rem;margin:4rem auto}.login input{width:100%;margin:.4rem 0 .8rem}
+@media (max-width:48rem){header,header nav{flex-wrap:wrap;gap:.5rem 1rem}main{padding:.6rem .6rem 2rem}
+table{display:block;overflow-x:auto}.level,dl{grid-template-columns:1fr}.bar{max-width:100%}.slot{min-width:0}}
 `;
 
 /**
