@@ -7,7 +7,7 @@
  *              │  │                               ├──complete──────▶ succeeded
  *              │  │                               ├──fail─────────▶ pending (retry) | dead
  *              │  │                               ├──release──────▶ pending (no attempt used)
- *              │  │                               └──cancel seen───▶ cancelled
+ *              │  │                               └──cancel seen───▶ cancelled (at a heartbeat)
  *              │  ├──failure / 429+Retry-After ───────▶ pending | dead
  *              │  └──timeout, connection lost ────────▶ held until expiry or a lease call (the handler may be running)
  *              └──expiry (no answer, no heartbeat) ──▶ pending (retry) | dead
@@ -21,7 +21,9 @@ import type { Task } from './types.ts';
 export type LeaseCall =
   | { kind: 'complete'; result: string | null }
   | { kind: 'fail'; error: string; retry: boolean; retryAfterMs: number | null }
-  | { kind: 'release'; delayMs: number };
+  | { kind: 'release'; delayMs: number }
+  /** A heartbeat found the task cancelled: the lease ends now and the task with it. */
+  | { kind: 'cancelled' };
 
 type LeaseTask = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'>;
 
@@ -30,6 +32,17 @@ export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number,
   switch (call.kind) {
     case 'complete':
       return decide(task, { type: 'succeeded', result: call.result, status: 200 }, nowMs, random);
+    case 'cancelled':
+      // Pending only on paper: the settle sees the cancel asked for and ends the task as cancelled.
+      return {
+        status: 'pending',
+        reason: 'cancelled',
+        runAt: new Date(nowMs),
+        attemptsDelta: 0,
+        deferralsDelta: 0,
+        error: 'cancelled: its holder was told so at its heartbeat',
+        httpStatus: null,
+      };
     case 'release':
       // Giving a task back costs no attempt, but counts as a deferral: it cannot go on forever.
       return giveBack(task, 'released', call.delayMs, 'released by the lease holder', null, nowMs, random);

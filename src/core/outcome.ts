@@ -78,8 +78,12 @@ export type Settlement =
   | { status: 'succeeded'; result: string | null; httpStatus: number | null }
   | {
       status: 'pending';
-      /** Why it waits: a failed attempt, a Retry-After deferral, or given back by its holder. */
-      reason: 'retry' | 'deferred' | 'released';
+      /**
+       * Why it waits: a failed attempt, a Retry-After deferral, or given back by its holder; or
+       * `cancelled`, the end of a lease whose task was cancelled meanwhile (the settle, seeing
+       * the cancel asked for, ends the task instead: db/settle.ts).
+       */
+      reason: 'retry' | 'deferred' | 'released' | 'cancelled';
       runAt: Date;
       /** -1 when the attempt is given back (a deferral), else 0. */
       attemptsDelta: -1 | 0;

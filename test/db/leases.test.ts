@@ -151,7 +151,13 @@ describe('a kept lease', () => {
     expect((await api(`/v1/tasks/${id}/cancel`, {})).json).toMatchObject({ status: 'leased', cancel_requested: true });
     const beat = await call(push!, 'heartbeat');
     expect(beat).toMatchObject({ status: 409, json: { code: 'cancelled' } });
-    expect(await task(id)).toMatchObject({ status: 'cancelled', lease: null });
+    const cancelled = await task(id);
+    expect(cancelled).toMatchObject({ status: 'cancelled', lease: null });
+    // Its attempt says what ended it: the cancel, not a release by its holder.
+    expect(cancelled.attempt_history).toEqual([
+      expect.objectContaining({ attempt: 1, outcome: 'cancelled', error: expect.stringMatching(/^cancelled/) }),
+    ]);
+    expect(cancelled.last_error).toMatch(/^cancelled/);
     expect((await call(push!, 'complete')).json).toMatchObject({ code: 'cancelled' });
   });
 

@@ -70,7 +70,7 @@ leases.post('/:lease/heartbeat', async (c) => {
   // Not extended. A cancellation asked for ends the lease now (the slot is free at once);
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
   if (task.cancelRequestedAt !== null) {
-    await endLease(c.var.db, task, { kind: 'release', delayMs: 0 });
+    await endLease(c.var.db, task, { kind: 'cancelled' });
     c.var.poke();
     throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
   }
