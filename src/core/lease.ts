@@ -31,7 +31,8 @@ type LeaseTask = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'
 export function settleLeaseCall(task: LeaseTask, call: LeaseCall, nowMs: number, random: number): Settlement {
   switch (call.kind) {
     case 'complete':
-      return decide(task, { type: 'succeeded', result: call.result, status: 200 }, nowMs, random);
+      // No HTTP answer ends it, so no status is recorded (the push that kept the lease answered 2xx).
+      return decide(task, { type: 'succeeded', result: call.result, status: null }, nowMs, random);
     case 'cancelled':
       // Pending only on paper: the settle sees the cancel asked for and ends the task as cancelled.
       return {

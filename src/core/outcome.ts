@@ -23,7 +23,8 @@ export type PushResult =
   | { kind: 'refused'; message: string; durationMs: number };
 
 export type Outcome =
-  | { type: 'succeeded'; result: string | null; status: number }
+  /** `status`: the HTTP answer's; `null` when a lease call, not an answer, ended it. */
+  | { type: 'succeeded'; result: string | null; status: number | null }
   /** 2xx with `Sluice-Ack: lease`: the endpoint keeps the lease and will complete or fail it. */
   | { type: 'lease_kept'; status: number }
   /**
