@@ -9,7 +9,7 @@
  *    does), so that live leases stay few. One queue, one lane, no limit binding, a pool of pending
  *    tasks enqueued first. Passes/s and tasks/s; and, from pg_stat_statements (which sees the
  *    statements inside the claim function), how long a pass waits for the advisory lock (its
- *    `pg_advisory_xact_lock` statement) and holds it (the rest of the claim's execution; its
+ *    `sluice.claim_lock()` statement) and holds it (the rest of the claim's execution; its
  *    commit comes on top). fsync off; then two cells with 10,000 leases held in another queue
  *    (the claim counts every live lease for the cluster cap); then a few cells with fsync on.
  * 2. The commit rate of tiny write transactions: one-row updates (each connection its own row),
@@ -298,8 +298,8 @@ try {
     const stats = await setup.query<{ claim_calls: number; claim_ms: number; lock_calls: number; lock_ms: number }>(
       `select coalesce(sum(calls) filter (where query like 'select * from sluice.claim(%'), 0)::float8 as claim_calls,
               coalesce(sum(total_exec_time) filter (where query like 'select * from sluice.claim(%'), 0)::float8 as claim_ms,
-              coalesce(sum(calls) filter (where query ilike '%pg_advisory_xact_lock(%' and toplevel = false), 0)::float8 as lock_calls,
-              coalesce(sum(total_exec_time) filter (where query ilike '%pg_advisory_xact_lock(%' and toplevel = false), 0)::float8 as lock_ms
+              coalesce(sum(calls) filter (where query ilike '%sluice.claim_lock()%' and toplevel = false), 0)::float8 as lock_calls,
+              coalesce(sum(total_exec_time) filter (where query ilike '%sluice.claim_lock()%' and toplevel = false), 0)::float8 as lock_ms
        from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())`,
     );
     await Promise.all(dbs.map((db) => db.close()));

@@ -3,6 +3,11 @@
 -- migrations keep tables, indexes and backfills. What a lane is, and why its hint may be too
 -- good but never too poor: migrations/0002_limits.sql (and 0006_claim_speed.sql).
 
+-- The lock that serialises every count-and-claim: a claim pass, a wait's decision
+-- (functions/waits.sql), and anything that must not run midway through one. Its id lives here only.
+create or replace function sluice.claim_lock() returns void
+language sql volatile as $$ select pg_advisory_xact_lock(7215530002) $$;
+
 -- The round-robin mark a new lane starts with (see 0002).
 create or replace function sluice.next_turn() returns bigint
 language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
@@ -102,7 +107,7 @@ declare
   v_grants jsonb;
   v_waiting boolean;
 begin
-  perform pg_advisory_xact_lock(7215530002);
+  perform sluice.claim_lock();
   -- The pass's clock starts once the lock is held (now() is when the transaction began,
   -- possibly long before, while it waited); a caller may pass its own (tests move time).
   v_now := coalesce(p_now, clock_timestamp());

@@ -53,7 +53,7 @@ declare
   v_cycle bigint[];
   v_shut record;
 begin
-  perform pg_advisory_xact_lock(7215530002);
+  perform sluice.claim_lock();
   -- Locked as an update locks it: a settle, heartbeat or cancel of this lease waits for the wait.
   select * into w from sluice.tasks
   where id = p_task and lease_id = p_lease and status = 'leased' and lease_expires_at > clock_timestamp()

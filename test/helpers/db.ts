@@ -53,7 +53,7 @@ async function adminQuery(url: string, sql: string): Promise<void> {
  */
 export async function emptyTables(db: OpenDb, tables: string): Promise<void> {
   await db.transaction(async (tx) => {
-    await tx.query('select pg_advisory_xact_lock(7215530002)');
+    await tx.query('select sluice.claim_lock()');
     // The hot table's rows go with their history (0014_history.sql): finished tasks and attempts.
     const all = /\bsluice\.tasks\b/.test(tables) ? `${tables}, sluice.finished, sluice.attempts` : tables;
     await tx.query(`truncate ${all} cascade`);
