@@ -30,6 +30,19 @@ const echo = await startEchoEndpoint({ jwksUrl: `${worker.url}/.well-known/jwks.
 const cron = setInterval(() => worker.scheduled().catch((e) => console.error('cron run failed:', e)), 60_000);
 await worker.scheduled();
 
+// Stops are handled before readiness is announced (one sent at once must still stop everything).
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, async () => {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(cron);
+    await Promise.allSettled([worker.close(), echo.close(), proxy.close()]);
+    await postgres.stop();
+    process.exit(0);
+  });
+}
+
 console.log(`
 Sluice is running (the real Worker, in workerd).
 
@@ -49,18 +62,6 @@ Enqueue a task:
 Then read it back with: curl -s ${worker.url}/v1/tasks/<id> -H 'authorization: Bearer ${secrets.apiKey}'
 Ctrl-C stops everything.
 `);
-
-let stopping = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, async () => {
-    if (stopping) return;
-    stopping = true;
-    clearInterval(cron);
-    await Promise.allSettled([worker.close(), echo.close(), proxy.close()]);
-    await postgres.stop();
-    process.exit(0);
-  });
-}
 
 async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   const client = new pg.Client(adminUrl);

@@ -33,8 +33,8 @@ const sluice = await startNodeSluice({
   }
   throw error;
 });
-console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config)}`);
-
+// Stops are handled before readiness is announced: one sent as soon as it is would otherwise
+// find no handler and kill the process, skipping the graceful stop.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, async () => {
     console.log(`sluice: ${signal}: no new claims; waiting for pushes in flight`);
@@ -42,3 +42,5 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.exit(0);
   });
 }
+
+console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config)}`);
