@@ -29,6 +29,9 @@ export function isTaskId(text: string): boolean {
 export const TASK_STATUSES = ['pending', 'leased', 'waiting', 'succeeded', 'dead', 'cancelled', 'expired'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
+/** States of a task not finished yet: the rows of the hot table (`sluice.tasks`). */
+export const UNFINISHED_STATUSES = ['pending', 'leased', 'waiting'] as const satisfies readonly TaskStatus[];
+
 /** States a task never leaves (except `dead`, through an explicit redrive). */
 export const FINAL_STATUSES = ['succeeded', 'dead', 'cancelled', 'expired'] as const satisfies readonly TaskStatus[];
 

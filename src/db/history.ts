@@ -6,6 +6,7 @@
  * tasks (settle, cancel, expiry), and the sweep that opens and drops buckets.
  */
 import type { Queryable } from './db.ts';
+import { UNFINISHED_SQL } from './rows.ts';
 
 /**
  * A first CTE (`lock_order`, followed by a comma) for a statement that reads or writes history
@@ -69,7 +70,7 @@ order by started_at, attempt`;
 export async function moveStragglers(db: Queryable, limit: number): Promise<number> {
   const [row] = await db.query<{ n: number }>(
     `with picked as (
-       select id from sluice.tasks where status not in ('pending', 'leased', 'waiting') order by id limit $1 for update skip locked
+       select id from sluice.tasks where status not in ${UNFINISHED_SQL} order by id limit $1 for update skip locked
      ),
      done as (
        delete from sluice.tasks t using picked p where t.id = p.id

@@ -2,7 +2,7 @@
 import type { QueueLimitSettings, Rate } from '../core/limits.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
-import { type TaskRow, toTask } from './rows.ts';
+import { type TaskRow, toTask, UNFINISHED_SQL } from './rows.ts';
 import { leaseSettleMany } from './settle.ts';
 
 export interface QueueOverride {
@@ -86,7 +86,7 @@ export async function queueCounts(db: Queryable, queue?: string): Promise<Map<st
             count(*) filter (where status = 'waiting')::int as waiting,
             count(*) filter (where status = 'dead')::int as dead
      from (
-       select queue, status from sluice.tasks where status in ('pending', 'leased', 'waiting') and ($1::text is null or queue = $1)
+       select queue, status from sluice.tasks where status in ${UNFINISHED_SQL} and ($1::text is null or queue = $1)
        union all
        select queue, status from sluice.finished where status = 'dead' and ($1::text is null or queue = $1)
      ) t

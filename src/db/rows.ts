@@ -3,7 +3,13 @@
 /** The content type most tasks have: a row leaves it out (migrations/0014_history.sql). */
 export const DEFAULT_CONTENT_TYPE = 'application/json';
 
-import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
+import { type Backoff, type HttpMethod, type Task, type TaskStatus, UNFINISHED_STATUSES } from '../core/types.ts';
+
+/**
+ * The unfinished statuses as an SQL list, `('pending', 'leased', 'waiting')`, for `status in …`.
+ * The same text as the partial indexes' predicates (0014_history.sql), which the planner matches.
+ */
+export const UNFINISHED_SQL = `(${UNFINISHED_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
 export interface TaskRow {
   id: string;

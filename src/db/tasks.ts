@@ -3,7 +3,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../core/errors.ts
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import type { Db, Queryable } from './db.ts';
 import { archiveCtes, endedUnleased, LOCK_ORDER_CTE } from './history.ts';
-import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask } from './rows.ts';
+import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask, UNFINISHED_SQL } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
 export interface NewTask {
@@ -59,7 +59,7 @@ inserted as (
     (backoff ->> 'jitter')::float8, timeout_ms, lease_ms, dedup_key
   from input
   order by ord
-  on conflict (queue, dedup_key) where dedup_key is not null and status in ('pending', 'leased', 'waiting') do nothing
+  on conflict (queue, dedup_key) where dedup_key is not null and status in ${UNFINISHED_SQL} do nothing
   returning *
 )
 select i.ord, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
@@ -68,7 +68,7 @@ const FIND_UNFINISHED_BY_DEDUP = `
 select t.* from sluice.tasks t
 join unnest($1::text[], $2::text[]) as k(queue, dedup_key)
   on t.queue = k.queue and t.dedup_key = k.dedup_key
-where t.status in ('pending', 'leased', 'waiting')`;
+where t.status in ${UNFINISHED_SQL}`;
 
 /**
  * Inserts tasks, all or nothing, in input order. An item whose `dedupKey` matches an
@@ -99,7 +99,7 @@ async function insertOnce(q: Queryable, input: string, tasks: readonly NewTask[]
     // A child's parent is a task that has not finished (so never the child itself): a finished
     // one has nobody left to wait for it.
     const open = await q.query<{ id: string }>(
-      `select id::text as id from sluice.tasks where id = any($1::bigint[]) and status in ('pending', 'leased', 'waiting')`,
+      `select id::text as id from sluice.tasks where id = any($1::bigint[]) and status in ${UNFINISHED_SQL}`,
       [parents],
     );
     const missing = parents.filter((p) => !open.some((o) => o.id === p));
@@ -225,7 +225,7 @@ export async function taskRedriveMatching(
          where e.dedup_key is null
             or (e.id = (select max(d.id) from examined d where d.queue = e.queue and d.dedup_key = e.dedup_key)
                 and not exists (select 1 from sluice.tasks u
-                                where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ('pending', 'leased', 'waiting')))
+                                where u.queue = e.queue and u.dedup_key = e.dedup_key and u.status in ${UNFINISHED_SQL}))
        ),${redriveCtes('eligible')}
        select (select count(*) from examined)::int as examined, (select count(*) from redriven)::int as redriven,
               (select max(id) from examined)::text as last_id`,
@@ -263,16 +263,16 @@ export async function taskCancel(db: Queryable, id: string): Promise<Task> {
   // child of a cancelled parent has nobody left to resume.
   const rows = await db.query<{ id: string }>(
     `with recursive doomed as (
-       select id from sluice.tasks where id = $1 and status in ('pending', 'leased', 'waiting')
+       select id from sluice.tasks where id = $1 and status in ${UNFINISHED_SQL}
        union
        select c.id from sluice.tasks c join doomed d on c.parent_id = d.id
-       where c.status in ('pending', 'leased', 'waiting')
+       where c.status in ${UNFINISHED_SQL}
      ),
      -- Locked, and read as they are now: a row that finished meanwhile (a settle committed while
      -- this waited for its lock) is gone, and one claimed meanwhile is asked to stop.
      locked as (
        select t.id, t.status from sluice.tasks t join doomed d on d.id = t.id
-       where t.status in ('pending', 'leased', 'waiting')
+       where t.status in ${UNFINISHED_SQL}
        for update of t
      ),
      requested as (
