@@ -279,7 +279,8 @@ export const overridePatchSchema = z
 export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
 
 /** Held to the rules of queue names: a schedule's name may become part of a concurrency key. */
-const scheduleName = listQuerySchema.shape.queue.unwrap();
+/** A schedule's name: the rules of a queue's. */
+export const scheduleName = listQuerySchema.shape.queue.unwrap();
 
 /**
  * POST /v1/schedules. `task` is an enqueue request, checked by `checkTask` with the fields that

@@ -27,7 +27,7 @@ import {
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { checkTask, scheduleListQuerySchema, scheduleSchema } from '../schemas.ts';
+import { checkTask, scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas.ts';
 import { bodyView } from '../views.ts';
 
 export const schedules = new Hono<AppEnv>();
@@ -61,22 +61,29 @@ schedules.get('/', requireScope('tasks:read'), async (c) => {
   return c.json({ schedules: rows.map(scheduleView), next_cursor: rows.length === limit && last ? last.name : null });
 });
 
+/** The `:name` of the path, refused (400) when no schedule could have it: nothing reaches the database. */
+function nameParam(c: { req: { param(name: 'name'): string } }): string {
+  const parsed = scheduleName.safeParse(c.req.param('name'));
+  if (!parsed.success) throw new ValidationError([{ path: 'name', message: 'is not a valid schedule name' }]);
+  return parsed.data;
+}
+
 schedules.get('/:name', requireScope('tasks:read'), async (c) => {
-  const name = c.req.param('name');
+  const name = nameParam(c);
   const found = await scheduleGet(c.var.db, name);
   if (!found) throw new NotFoundError(`schedule ${name}`);
   return c.json(scheduleView(found));
 });
 
 schedules.post('/:name/pause', requireScope('tasks:write'), async (c) => {
-  const name = c.req.param('name');
+  const name = nameParam(c);
   const paused = await schedulePause(c.var.db, name);
   if (!paused) throw new NotFoundError(`schedule ${name}`);
   return c.json(c.var.canRead ? scheduleView(paused) : scheduleStateView(paused));
 });
 
 schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
-  const name = c.req.param('name');
+  const name = nameParam(c);
   const found = await scheduleGet(c.var.db, name);
   if (!found) throw new NotFoundError(`schedule ${name}`);
   const parsed = parseCron(found.cron, found.timezone);
@@ -88,7 +95,7 @@ schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
 });
 
 schedules.delete('/:name', requireScope('tasks:write'), async (c) => {
-  const name = c.req.param('name');
+  const name = nameParam(c);
   if (!(await scheduleDelete(c.var.db, name))) throw new NotFoundError(`schedule ${name}`);
   return c.body(null, 204);
 });
