@@ -1,10 +1,12 @@
 /**
- * Hostile input against every route of the Node server (real HTTP, real Postgres): random path
+ * Hostile input against every route of the Node server (real HTTP, real Postgres; the routes
+ * read from the OpenAPI document, plus the dashboard's): random path
  * segments, query strings, headers, bodies and content types, with valid, foreign and missing
  * keys. Whatever comes in, the answer is never a 5xx (docs/DESIGN.md §8).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openApiDocument } from '../../src/api/openapi.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
@@ -97,32 +99,32 @@ const body = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 200 }),
   fc.constantFrom('', '{', '[]', 'null', '{"url":', '\u0000', '{"tasks":[{}]}'),
 );
-const ROUTES = [
-  'POST /v1/tasks',
-  'POST /v1/tasks/batch',
-  'GET /v1/tasks',
-  'GET /v1/tasks/:a',
-  'POST /v1/tasks/:a/cancel',
-  'POST /v1/tasks/:a/retry',
-  'POST /v1/leases/:a/heartbeat',
-  'POST /v1/leases/:a/complete',
-  'POST /v1/leases/:a/fail',
-  'POST /v1/leases/:a/release',
-  'GET /v1/queues',
-  'GET /v1/queues/:a',
-  'PUT /v1/queues/:a',
-  'DELETE /v1/queues/:a',
-  'POST /v1/queues/:a/pause',
-  'POST /v1/queues/:a/resume',
-  'GET /v1/queues/:a/concurrency',
-  'PUT /v1/queues/:a/keys/:b',
-  'DELETE /v1/queues/:a/keys/:b',
-  'POST /v1/queues/:a/leases/:b/release',
-  'GET /v1/webhooks/secret',
-  'GET /healthz',
-  'GET /.well-known/jwks.json',
+/** Every operation of the OpenAPI document, its path parameters as `:a`, `:b` in order. */
+const DOCUMENTED = Object.entries((openApiDocument() as { paths: Record<string, Record<string, unknown>> }).paths).flatMap(([path, ops]) =>
+  Object.keys(ops)
+    .filter((m) => ['get', 'post', 'put', 'patch', 'delete'].includes(m))
+    .map((m) => {
+      let n = 0;
+      return `${m.toUpperCase()} ${path.replace(/\{[^}]+\}/g, () => (n++ === 0 ? ':a' : ':b'))}`;
+    }),
+);
+/** And what the document does not describe: the dashboard's pages and actions, and a method no route has. */
+const UNDOCUMENTED = [
+  'GET /dashboard',
+  'GET /dashboard/login',
+  'POST /dashboard/login',
+  'POST /dashboard/logout',
+  'GET /dashboard/queues/:a',
+  'GET /dashboard/queues/:a/live',
+  'GET /dashboard/tasks',
+  'GET /dashboard/tasks/:a',
+  'GET /dashboard/dead',
+  'GET /dashboard/waiting',
+  'GET /dashboard/confirm/:a',
+  'POST /dashboard/actions/:a',
   'PATCH /v1/tasks',
 ];
+const ROUTES = [...DOCUMENTED, ...UNDOCUMENTED];
 const auth = fc.oneof(
   { arbitrary: fc.constantFrom(0, 1, 2).map((i) => `Bearer ${keys[i]}`), weight: 6 },
   fc.constantFrom('', 'Bearer', 'Bearer sk_sluice_nope', 'Basic Zm9vOmJhcg==', `Bearer ${'a'.repeat(5000)}`),
@@ -162,6 +164,12 @@ describe('hostile requests', () => {
       }),
       { numRuns: 60 },
     );
+  });
+
+  it('covers every operation of the OpenAPI document', () => {
+    expect(DOCUMENTED.length).toBeGreaterThanOrEqual(34);
+    expect(ROUTES).toContain('POST /v1/leases/:a/wait');
+    expect(ROUTES).toContain('PUT /v1/queues/:a/keys/:b');
   });
 
   it('reached past authentication and validation, not only 401s', () => {
