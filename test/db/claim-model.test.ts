@@ -17,7 +17,9 @@ afterAll(() => t.drop());
 
 /** Writes the scenario into Postgres; returns the model of what Postgres now holds. */
 async function load(state: ModelState): Promise<ModelState> {
-  await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits cascade');
+  await t.db.query(
+    'truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits, sluice.rate_grants cascade',
+  );
   const clock = Date.now();
   // Model time NOW is the database's now: shift run_at by the same offset.
   const at = (ms: number) => new Date(clock + (ms - NOW));
@@ -42,6 +44,15 @@ async function load(state: ModelState): Promise<ModelState> {
     [leased],
   );
   for (const [queue, settings] of Object.entries(state.overrides)) await queueOverridePatch(t.db, queue, settings);
+  // Grants still inside their period: each holds room at its level until a minute from now.
+  for (const [at, n] of Object.entries(state.grants)) {
+    const [queue, lane] = at.split('/') as [string, string];
+    await t.db.query(
+      `insert into sluice.rate_grants (queue, lane, granted, until)
+       select $1, $2, now(), now() + interval '1 minute' from generate_series(1, $3::int)`,
+      [queue, lane, n],
+    );
+  }
   for (const [queue, keys] of Object.entries(state.keyOverrides)) {
     for (const [key, limit] of Object.entries(keys)) await keyLimitPut(t.db, queue, key, limit);
   }
@@ -92,12 +103,22 @@ describe('sluice.claim', () => {
     const sample = fc.sample(scenario, { seed: 20_261_123, numRuns: 200 });
     let claimed = 0;
     let limited = 0;
+    let byRate = 0;
+    const noRates = (o: ModelState['env']) =>
+      Object.fromEntries(Object.entries(o).map(([q, v]) => [q, { ...v, rate: undefined, key_rate: undefined }]));
     for (const { state, max } of sample) {
       const planned = planClaim({ ...state, now: NOW }, max).length;
       claimed += planned;
       if (planned < state.tasks.filter((m) => m.status === 'pending' && m.runAt <= NOW).length) limited++;
+      const unrated = planClaim(
+        { ...state, env: noRates(state.env), overrides: noRates(state.overrides), grants: {}, now: NOW },
+        max,
+      ).length;
+      if (planned < unrated) byRate++;
     }
     expect(claimed).toBeGreaterThan(sample.length / 2);
     expect(limited).toBeGreaterThan(sample.length / 4);
+    // Rates bind in some of them (11 of these 200): claims a rate held back that nothing else would.
+    expect(byRate).toBeGreaterThanOrEqual(5);
   });
 });

@@ -1,4 +1,4 @@
-/** Random claim scenarios for property tests: queues, keys, limits, leased and pending tasks. */
+/** Random claim scenarios for property tests: queues, keys, limits, rates and their grants, leased and pending tasks. */
 import fc from 'fast-check';
 import type { QueueLimitSettings } from '../../src/core/limits.ts';
 import type { ModelLane, ModelState, ModelTask } from './claim-model.ts';
@@ -7,11 +7,15 @@ const QUEUES = ['q1', 'q2', 'q3'];
 const KEYS = [null, 'a', 'b', 'c', 'd', ''];
 
 const limit = fc.option(fc.integer({ min: 1, max: 6 }), { nil: undefined });
+/** A rate, now and then: at most 1–3 a minute (grants below use some of it up). */
+const rate = fc.option(fc.record({ limit: fc.integer({ min: 1, max: 3 }), period_ms: fc.constant(60_000) }), { nil: undefined, freq: 3 });
 const queueSettings: fc.Arbitrary<QueueLimitSettings> = fc.record({
   concurrency: limit,
   key_concurrency: limit,
   priority: fc.option(fc.integer({ min: -1, max: 1 }), { nil: undefined }),
   paused: fc.constantFrom(undefined, undefined, undefined, undefined, false, true),
+  rate,
+  key_rate: rate,
 });
 
 export const NOW = 1_000_000;
@@ -33,11 +37,15 @@ export const scenario: fc.Arbitrary<{ state: ModelState; max: number }> = fc
     overrides: fc.dictionary(fc.constantFrom(...QUEUES), queueSettings, { maxKeys: 2 }),
     keyOverrides: fc.dictionary(fc.constantFrom(...QUEUES), fc.dictionary(fc.constantFrom('a', 'b', ''), fc.integer({ min: 1, max: 4 }))),
     taskLimits: fc.dictionary(fc.constantFrom('a', 'b', 'c'), fc.integer({ min: 1, max: 4 })),
+    // Grants inside their period already, per queue (`*`) and per key lane.
+    grants: fc.dictionary(fc.constantFrom(...QUEUES.flatMap((q) => [`${q}/*`, `${q}/k:a`, `${q}/k:b`])), fc.integer({ min: 1, max: 3 }), {
+      maxKeys: 3,
+    }),
     served: fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 18, maxLength: 18 }),
     clusterCap: fc.option(fc.integer({ min: 1, max: 12 }), { nil: null }),
     max: fc.integer({ min: 1, max: 16 }),
   })
-  .map(({ tasks, env, overrides, keyOverrides, taskLimits, served, clusterCap, max }) => {
+  .map(({ tasks, env, overrides, keyOverrides, taskLimits, grants, served, clusterCap, max }) => {
     const modelTasks: ModelTask[] = tasks.map((t, i) => ({
       id: i + 1,
       queue: t.queue,
@@ -58,5 +66,5 @@ export const scenario: fc.Arbitrary<{ state: ModelState; max: number }> = fc
         taskLimit: t.key === null ? null : (taskLimits[t.key] ?? null),
       });
     }
-    return { state: { tasks: modelTasks, lanes, env, overrides, keyOverrides, clusterCap, now: NOW }, max };
+    return { state: { tasks: modelTasks, lanes, env, overrides, keyOverrides, grants, clusterCap, now: NOW }, max };
   });

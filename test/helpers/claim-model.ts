@@ -1,9 +1,11 @@
 /**
  * A reference model of one claim pass (the specification of `sluice.claim` in
- * migrations/0002_limits.sql), in plain TypeScript over an in-memory state. Property tests
+ * migrations/functions/claim.sql), in plain TypeScript over an in-memory state: concurrency
+ * limits at every level and rate limits (a queue's `rate`, its keys' `key_rate`, counted by the
+ * grants inside their period). Waits are not modelled (test/db/waits.test.ts covers them). Property tests
  * check the model against the limits; db tests check the SQL against the model.
  */
-import { type QueueLimitSettings, resolveKeyLimit, resolveQueueLimits, room } from '../../src/core/limits.ts';
+import { type QueueLimitSettings, resolveKeyLimit, resolveKeyRate, resolveQueueLimits, room } from '../../src/core/limits.ts';
 
 export interface ModelTask {
   id: number;
@@ -29,6 +31,8 @@ export interface ModelState {
   env: Record<string, QueueLimitSettings>;
   overrides: Record<string, QueueLimitSettings>;
   keyOverrides: Record<string, Record<string, number>>;
+  /** Rate grants still inside their period, by `queue/lane` (`*` for the queue's own rate, `k:<key>` for a key's). */
+  grants: Record<string, number>;
   clusterCap: number | null;
   now: number;
 }
@@ -56,7 +60,14 @@ export function planClaim(state: ModelState, max: number): number[] {
     const limits = resolveQueueLimits(state.env[queue], state.overrides[queue] ?? null);
     if (limits.paused.value) continue;
     const queueActive = leased.filter((t) => t.queue === queue).length;
-    const budget = Math.min(clusterBudget, limits.concurrency.value === null ? max : limits.concurrency.value - queueActive);
+    // A rate cuts the budget as a limit does: by the grants still inside its period.
+    const rateRoom = (rate: { limit: number } | null, lane: string) =>
+      rate === null ? max : rate.limit - (state.grants[`${queue}/${lane}`] ?? 0);
+    const budget = Math.min(
+      clusterBudget,
+      limits.concurrency.value === null ? max : limits.concurrency.value - queueActive,
+      rateRoom(limits.rate.value, '*'),
+    );
     if (budget <= 0) continue;
     const lanes = state.lanes
       .filter((l) => l.queue === queue)
@@ -69,6 +80,8 @@ export function planClaim(state: ModelState, max: number): number[] {
           limits.keyConcurrency,
         ).value;
         const active = leased.filter((t) => t.queue === queue && t.key === lane.key).length;
+        const keyRate = resolveKeyRate(lane.key, null, limits.keyRate).value;
+        const keyRateRoom = rateRoom(keyRate, lane.key === null ? '' : `k:${lane.key}`);
         const due = own.filter((t) => t.runAt <= state.now);
         return {
           lane,
@@ -76,8 +89,8 @@ export function planClaim(state: ModelState, max: number): number[] {
           // The best priority among the lane's *due* tasks: a delayed task ranks its lane only once due.
           headPriority: Math.min(...due.map((t) => t.priority)),
           hasDue: due.length > 0,
-          room: limit === null ? max : limit - active,
-          limited: room(limit, active) === 0,
+          room: Math.min(limit === null ? max : limit - active, keyRateRoom),
+          limited: room(limit, active) === 0 || keyRateRoom <= 0,
         };
       })
       .filter((l) => l.hasDue && !l.limited)

@@ -62,14 +62,27 @@ function countsAfter(state: ModelState, ids: number[]) {
     byQueue.set(t.queue, (byQueue.get(t.queue) ?? 0) + 1);
     if (t.key !== null) byKey.set(`${t.queue}/${t.key}`, (byKey.get(`${t.queue}/${t.key}`) ?? 0) + 1);
   }
-  return { cluster: active.length, byQueue, byKey };
+  // Grants inside their period after the pass: those before it, and one per level per claim.
+  const grants = new Map(Object.entries(state.grants));
+  const grant = (at: string) => grants.set(at, (grants.get(at) ?? 0) + 1);
+  for (const t of state.tasks.filter((x) => claimed.has(x.id))) {
+    grant(`${t.queue}/*`);
+    if (t.key !== null) grant(`${t.queue}/k:${t.key}`);
+  }
+  return { cluster: active.length, byQueue, byKey, grants };
 }
 
 function limitsOf(state: ModelState, queue: string, key: string | null) {
   const q = resolveQueueLimits(state.env[queue], state.overrides[queue] ?? null);
   const lane = state.lanes.find((l) => l.queue === queue && l.key === key);
   const k = resolveKeyLimit(key, state.keyOverrides[queue]?.[key ?? ''] ?? null, lane?.taskLimit ?? null, q.keyConcurrency);
-  return { queue: q.concurrency.value, key: k.value, paused: q.paused.value };
+  const keyRate = resolveKeyRate(key, null, q.keyRate).value;
+  return { queue: q.concurrency.value, key: k.value, paused: q.paused.value, rate: q.rate.value, keyRate };
+}
+
+/** Whether a rate at `at` (`queue/*`, `queue/k:key`) has no room left with `grants`. */
+function rateSpent(rate: { limit: number } | null, grants: Map<string, number>, at: string): boolean {
+  return rate !== null && (grants.get(at) ?? 0) >= rate.limit;
 }
 
 describe('a claim pass (the model of sluice.claim)', () => {
@@ -88,6 +101,8 @@ describe('a claim pass (the model of sluice.claim)', () => {
           expect(lim.paused).toBe(false);
           if (lim.queue !== null) expect(after.byQueue.get(t.queue)!).toBeLessThanOrEqual(lim.queue);
           if (lim.key !== null) expect(after.byKey.get(`${t.queue}/${t.key}`)!).toBeLessThanOrEqual(lim.key);
+          if (lim.rate !== null) expect(after.grants.get(`${t.queue}/*`)!).toBeLessThanOrEqual(lim.rate.limit);
+          if (lim.keyRate !== null) expect(after.grants.get(`${t.queue}/k:${t.key}`)!).toBeLessThanOrEqual(lim.keyRate.limit);
         }
         if (state.clusterCap !== null && ids.length > 0) expect(after.cluster).toBeLessThanOrEqual(state.clusterCap);
       }),
@@ -95,7 +110,7 @@ describe('a claim pass (the model of sluice.claim)', () => {
     );
   });
 
-  it('is work-conserving: a task left unclaimed is blocked by a limit, by max, or is not due', () => {
+  it('is work-conserving: a task left unclaimed is blocked by a limit or a rate, by max, or is not due', () => {
     fc.assert(
       fc.property(scenario, ({ state, max }) => {
         const ids = planClaim(state, max);
@@ -109,7 +124,9 @@ describe('a claim pass (the model of sluice.claim)', () => {
           const blocked =
             lim.paused ||
             (lim.queue !== null && (after.byQueue.get(t.queue) ?? 0) >= lim.queue) ||
-            (lim.key !== null && (after.byKey.get(`${t.queue}/${t.key}`) ?? 0) >= lim.key);
+            (lim.key !== null && (after.byKey.get(`${t.queue}/${t.key}`) ?? 0) >= lim.key) ||
+            rateSpent(lim.rate, after.grants, `${t.queue}/*`) ||
+            rateSpent(lim.keyRate, after.grants, `${t.queue}/k:${t.key}`);
           expect(blocked, `task ${t.id} (${t.queue}/${t.key}) was claimable`).toBe(true);
         }
       }),
@@ -134,6 +151,8 @@ describe('a claim pass (the model of sluice.claim)', () => {
             if (perLane.has(String(t.key))) return false;
             const lim = limitsOf(state, queue, t.key);
             const active = state.tasks.filter((x) => x.status === 'leased' && x.queue === queue && x.key === t.key).length;
+            const grants = new Map(Object.entries(state.grants));
+            if (rateSpent(lim.keyRate, grants, `${queue}/k:${t.key}`)) return false;
             return lim.key === null || active < lim.key;
           });
           if (starved) expect(Math.max(...perLane.values())).toBe(1);
