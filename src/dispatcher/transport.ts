@@ -82,6 +82,8 @@ async function readCapped(response: Response, maxBytes: number): Promise<string>
   return decodeChunks(chunks, size);
 }
 
+const decoder = new TextDecoder();
+
 /** The chunks (`size` bytes in all) as UTF-8 text, a sequence cut at the end replaced as fetch's `text()` would. */
 export function decodeChunks(chunks: readonly Uint8Array[], size: number): string {
   if (size === 0) return '';
@@ -93,5 +95,5 @@ export function decodeChunks(chunks: readonly Uint8Array[], size: number): strin
       offset += chunk.length;
     }
   }
-  return new TextDecoder().decode(all);
+  return decoder.decode(all);
 }
