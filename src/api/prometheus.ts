@@ -72,20 +72,13 @@ function counted(def: MetricDefinition, rows: MetricsRead['counters'], queues: r
 /** The serving process's own series, under the names Prometheus clients use; none on Workers. */
 function processFamilies(p: ProcessStats | null): string[] {
   if (!p) return [];
-  return [
-    ...family('process_cpu_seconds_total', 'counter', 'CPU time of the process that answered, user and system, in seconds.', [
-      sample('process_cpu_seconds_total', {}, p.cpuSeconds),
-    ]),
-    ...family('process_resident_memory_bytes', 'gauge', 'Resident memory of the process that answered, in bytes.', [
-      sample('process_resident_memory_bytes', {}, p.residentBytes),
-    ]),
-    ...family('process_start_time_seconds', 'gauge', 'When the process that answered started (Unix time).', [
-      sample('process_start_time_seconds', {}, p.startTimeSeconds),
-    ]),
-    ...family('nodejs_heap_size_used_bytes', 'gauge', 'JavaScript heap in use in the process that answered, in bytes.', [
-      sample('nodejs_heap_size_used_bytes', {}, p.heapUsedBytes),
-    ]),
+  const series: Array<[name: string, type: string, help: string, value: number]> = [
+    ['process_cpu_seconds_total', 'counter', 'CPU time of the process that answered, user and system, in seconds.', p.cpuSeconds],
+    ['process_resident_memory_bytes', 'gauge', 'Resident memory of the process that answered, in bytes.', p.residentBytes],
+    ['process_start_time_seconds', 'gauge', 'When the process that answered started (Unix time).', p.startTimeSeconds],
+    ['nodejs_heap_size_used_bytes', 'gauge', 'JavaScript heap in use in the process that answered, in bytes.', p.heapUsedBytes],
   ];
+  return series.flatMap(([name, type, help, value]) => family(name, type, help, [sample(name, {}, value)]));
 }
 
 /** The whole exposition. */
