@@ -21,6 +21,18 @@ export async function readJson(request: Request, limitBytes: number, options: { 
   }
 }
 
+/**
+ * Whether a `Prefer` header (RFC 7240) asks for `return=minimal`: preferences are separated by
+ * commas, parameters by semicolons, and a value may be quoted; an unknown preference is ignored.
+ */
+export function prefersMinimal(header: string | undefined): boolean {
+  if (!header) return false;
+  return header.split(',').some((preference) => {
+    const [name, value = ''] = (preference.split(';')[0] ?? '').split('=').map((part) => part.trim());
+    return name?.toLowerCase() === 'return' && value.replace(/^"(.*)"$/, '$1').toLowerCase() === 'minimal';
+  });
+}
+
 /** Reads a form body (`application/x-www-form-urlencoded`, as the dashboard's forms send) of at most `limitBytes`. */
 export async function readForm(request: Request, limitBytes: number): Promise<URLSearchParams> {
   const type = request.headers.get('content-type');

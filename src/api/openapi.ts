@@ -228,7 +228,9 @@ const taskState = {
 };
 
 const enqueued = {
-  description: 'The task; for a key without tasks:read, a deduplicated hit shows only id, queue and status.',
+  description:
+    'The task; only its id, queue and status when the request said `Prefer: return=minimal`, ' +
+    'and for a deduplicated hit shown to a key without tasks:read.',
   anyOf: [
     {
       allOf: [
@@ -329,6 +331,8 @@ type Op = {
   /** The body may be left out (lease calls: every field has a default). */
   bodyOptional?: boolean;
   query?: z.ZodObject;
+  /** Request headers the operation reads. */
+  headers?: object[];
   /** The success answer's schema; null = no body. */
   ok?: object | null;
   okStatus?: string;
@@ -336,23 +340,18 @@ type Op = {
   also?: Record<string, object | null>;
 };
 
-function operation({ id, summary, scope, body, bodyOptional = false, query, ok, okStatus = '200', also = {} }: Op) {
+function operation({ id, summary, scope, body, bodyOptional = false, query, headers = [], ok, okStatus = '200', also = {} }: Op) {
   const answer = (schema: object | null) => ({ description: 'OK', ...(schema ? { content: { 'application/json': { schema } } } : {}) });
+  const parameters = [
+    ...Object.entries(query?.shape ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: json(s as z.ZodType) })),
+    ...headers,
+  ];
   return {
     operationId: id,
     summary,
     security: [{ [scope === 'lease token' ? 'leaseToken' : 'apiKey']: [] }],
     description: `Requires: ${scope}.`,
-    ...(query
-      ? {
-          parameters: Object.entries(query.shape).map(([name, s]) => ({
-            name,
-            in: 'query',
-            required: false,
-            schema: json(s as z.ZodType),
-          })),
-        }
-      : {}),
+    ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: !bodyOptional, content: { 'application/json': { schema: body } } } } : {}),
     responses: {
       [okStatus]: answer(ok === undefined ? { type: 'object' } : ok),
@@ -381,6 +380,13 @@ const open = (id: string, summary: string, type: string, schema: object, extra: 
 });
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const preferHeader = {
+  name: 'Prefer',
+  in: 'header',
+  required: false,
+  description: '`return=minimal`: answer each task with its id, queue and status only (RFC 7240; `Preference-Applied` confirms it).',
+  schema: { type: 'string' },
+};
 const idParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
 
 export function openApiDocument(): object {
@@ -424,6 +430,7 @@ export function openApiDocument(): object {
           summary: 'Enqueue a task (200 when an unfinished task with the same dedup_key is returned)',
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
+          headers: [preferHeader],
           ok: enqueued,
           okStatus: '201',
           also: { '200': enqueued },
@@ -446,6 +453,7 @@ export function openApiDocument(): object {
           summary: 'Enqueue up to 1,000 tasks, all or nothing',
           scope: 'tasks:write',
           body: { ...json(batchSchema), properties: { tasks: { type: 'array', maxItems: 1000, items: ref('EnqueueRequest') } } },
+          headers: [preferHeader],
           ok: { type: 'object', properties: { tasks: { type: 'array', items: enqueued } }, required: ['tasks'] },
           okStatus: '201',
         }),

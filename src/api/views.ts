@@ -5,7 +5,7 @@ import type { Task } from '../core/types.ts';
  * What a key without `tasks:read` may see of a task it did not just create (a dedup hit, a
  * cancel, a redrive): that it exists and its state, not its URL, body, result or errors.
  */
-export function taskStateView(task: Task) {
+export function taskStateView(task: Pick<Task, 'id' | 'queue' | 'status'>) {
   return { id: task.id, queue: task.queue, status: task.status };
 }
 

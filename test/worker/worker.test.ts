@@ -145,6 +145,38 @@ describe('the API', () => {
     expect(tasks[2]!.id).toBe(tasks[1]!.id);
   });
 
+  it('answers each task as its id, queue and status on Prefer: return=minimal, and pushes them', async () => {
+    endpoint.reply(() => ({ status: 200, delayMs: 500 }));
+    const minimal = { headers: { prefer: 'return=minimal' } };
+    const batch = await post(
+      '/v1/tasks/batch',
+      {
+        tasks: [
+          { url: `${endpoint.url}/m`, dedup_key: 'm' },
+          { url: `${endpoint.url}/m`, dedup_key: 'm' },
+        ],
+      },
+      minimal,
+    );
+    expect(batch.status).toBe(201);
+    expect(batch.headers.get('preference-applied')).toBe('return=minimal');
+    const { tasks } = (await batch.json()) as { tasks: Array<Record<string, unknown>> };
+    expect(tasks).toEqual([
+      { id: expect.any(String), queue: 'default', status: 'pending', deduplicated: false },
+      { id: tasks[0]!.id, queue: 'default', status: 'pending', deduplicated: true },
+    ]);
+    const one = await post('/v1/tasks', { url: `${endpoint.url}/m`, dedup_key: 'm' }, minimal);
+    expect(one.status).toBe(200);
+    expect(await one.json()).toEqual({
+      id: tasks[0]!.id,
+      queue: 'default',
+      status: expect.stringMatching(/^(pending|leased)$/),
+      deduplicated: true,
+    });
+    await waitForStatus(tasks[0]!.id as string, 'succeeded');
+    expect(endpoint.received).toHaveLength(1);
+  });
+
   it('returns the first task for a repeated dedup_key with 200', async () => {
     endpoint.reply(() => ({ status: 200, delayMs: 500 }));
     const first = await post('/v1/tasks', { url: `${endpoint.url}/d`, dedup_key: 'invoice-9' });

@@ -1,15 +1,15 @@
 /** /v1/tasks: enqueue (one or a batch), read, list, cancel, redrive (the last four shared with the dashboard: task-ops.ts). */
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { Config } from '../../config.ts';
 import { type FieldIssue, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import type { AttemptRecord } from '../../db/leases.ts';
-import { type Enqueued, type NewTask, taskInsertMany } from '../../db/tasks.ts';
+import { type Enqueued, type NewTask, type TaskRef, taskInsertMany, taskInsertManyRefs } from '../../db/tasks.ts';
 import { taskChildren } from '../../db/waits.ts';
 import { requireScope } from '../auth.ts';
-import { readJson } from '../body.ts';
+import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { batchSchema, checkTask } from '../schemas.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
@@ -19,21 +19,32 @@ export const tasks = new Hono<AppEnv>();
 
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const [task] = validateTasks([raw], c.var.config, '');
-  const [result] = await taskInsertMany(c.var.db, [task as NewTask]);
-  pokeForNew(c.var.poke, [result as Enqueued]);
-  return c.json(enqueuedView(result as Enqueued, c.var.canRead), result?.deduplicated ? 200 : 201);
+  const [view] = await enqueue(c, validateTasks([raw], c.var.config, ''));
+  return c.json(view, view?.deduplicated ? 200 : 201);
 });
 
 tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.batchRequestBytes);
   const parsed = batchSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  const newTasks = validateTasks(parsed.data.tasks, c.var.config, 'tasks');
+  return c.json({ tasks: await enqueue(c, validateTasks(parsed.data.tasks, c.var.config, 'tasks')) }, 201);
+});
+
+/**
+ * Writes the tasks, wakes the dispatcher, and answers each task whole or, when the request
+ * says `Prefer: return=minimal`, as its id, queue and status only (read back as no more).
+ */
+async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]) {
+  if (prefersMinimal(c.req.header('prefer'))) {
+    const refs = await taskInsertManyRefs(c.var.db, newTasks);
+    pokeForNew(c.var.poke, refs);
+    c.header('Preference-Applied', 'return=minimal');
+    return refs.map((r) => ({ ...taskStateView(r.task), deduplicated: r.deduplicated }));
+  }
   const results = await taskInsertMany(c.var.db, newTasks);
   pokeForNew(c.var.poke, results);
-  return c.json({ tasks: results.map((r) => enqueuedView(r, c.var.canRead)) }, 201);
-});
+  return results.map((r) => enqueuedView(r, c.var.canRead));
+}
 
 tasks.get('/', requireScope('tasks:read'), async (c) => {
   const { tasks, nextCursor } = await listTasks(c.var.db, c.req.query());
@@ -78,7 +89,7 @@ tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
 });
 
 /** Tells the dispatcher when the tasks just written come due (a deduplicated hit adds nothing). */
-function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued[]): void {
+function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued<TaskRef>[]): void {
   const p = pokeForTasks(
     results.filter((r) => !r.deduplicated).map((r) => r.task),
     Date.now(),

@@ -80,6 +80,14 @@ export interface EnqueuedTask extends TaskView {
   deduplicated: boolean;
 }
 
+/** What a bulk enqueue with `{ minimal: true }` reads back of each task (`Prefer: return=minimal`). */
+export interface EnqueuedRef {
+  id: string;
+  queue: string;
+  status: TaskStatus;
+  deduplicated: boolean;
+}
+
 export interface AttemptView {
   attempt: number;
   lease_id: string;
