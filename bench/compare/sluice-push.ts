@@ -46,7 +46,7 @@ export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight:
     kind: 'Sluice push',
     inFlight: inFlight ?? NODE_PARALLELISM,
     label: `Sluice push (npm run serve, HTTP, ${inFlight ?? 'default 64'} in flight)`,
-    config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${inFlight ?? 'unset (Node default 64)'}, claim batch default (100), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, queue paused, resume starts the clock`,
+    config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${inFlight ?? 'unset (Node default 64)'}, claim batch default (100), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, Prefer: return=minimal, queue paused, resume starts the clock`,
     role: 'sluice',
     async open(db, { keyed, finished }) {
       await migrateDatabase(db.url);
@@ -62,7 +62,8 @@ export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight:
       const post = async (path: string, body: unknown, status = 200) => {
         const res = await fetch(`${base}${path}`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json' },
+          // The bulk path reads back ids only (the batch's 201 says every task was written).
+          headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json', prefer: 'return=minimal' },
           body: JSON.stringify(body),
         });
         const text = await res.text();
