@@ -6,13 +6,9 @@
  * only the fallback for wake-ups that never arrive.
  */
 import { isStall, wakeAt } from '../core/wake.ts';
-import { DUE_EVENT, type RunReport } from './run.ts';
-
-export interface Timers {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+import type { RunReport } from './report.ts';
+import { DUE_EVENT } from './run.ts';
+import { systemTimers, type Timers } from './timers.ts';
 
 export interface LoopOptions {
   /** The longest sleep when nothing is due: the fallback poll. */
@@ -22,12 +18,6 @@ export interface LoopOptions {
   timers?: Timers;
   onError?: (error: unknown) => void;
 }
-
-const systemTimers: Timers = {
-  now: Date.now,
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
 
 export class DispatchLoop {
   #run: (signal: AbortSignal, nudges: EventTarget) => Promise<RunReport>;

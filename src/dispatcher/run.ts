@@ -2,28 +2,31 @@
  * A dispatcher run: reap → claim → push → settle, looping until nothing is claimable or the
  * run's time budget is spent, and then reading when the next thing comes due (docs/DESIGN.md §6).
  * Pushes run in parallel up to the configured parallelism; a new claim pass starts when a
- * push frees a place, never in a busy loop.
+ * push frees a place, never in a busy loop. This file is the loop and its wiring; when it
+ * claims, waits or stops is `nextStep` (pacing.ts), its watch on work coming due is `DueWatch`
+ * (due-watch.ts), and what a push's outcome writes is `outcomeRecorder` (record.ts).
  */
 import { type Config, claimQueuesJson } from '../config.ts';
-import { expiryOutcome, unansweredNote } from '../core/lease.ts';
-import { classifyPush, decide, type Outcome, type PushResult } from '../core/outcome.ts';
+import { expiryOutcome } from '../core/lease.ts';
+import { classifyPush, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
-import { leaseNote } from '../db/leases.ts';
 import { reapOverdue } from '../db/reap.ts';
 import type { Keyring } from '../security/keyring.ts';
+import { DueWatch } from './due-watch.ts';
 import { fireDueSchedules } from './fire-schedules.ts';
 import { Meter } from './meter.ts';
 import { nextTurn } from './next-turn.ts';
+import { nextStep } from './pacing.ts';
 import { type PushDeps, pushTask } from './push.ts';
+import { outcomeRecorder } from './record.ts';
+import { emptyReport, type RunReport } from './report.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
+import { systemTimers, type Timers } from './timers.ts';
 import { fetchTransport, type PushTransport } from './transport.ts';
-
-/** The shortest gap between two reads of the next due time within a run. */
-const PROBE_GAP_MS = 250;
 
 /** The event type a run listens for on `RunOptions.nudges`. */
 export const DUE_EVENT = 'due';
@@ -32,7 +35,8 @@ export interface DispatchDeps {
   db: Db;
   config: Config;
   keyring: Keyring;
-  now?: () => number;
+  /** The clock and timers of every reading of the time in the run (dispatcher/timers.ts). */
+  timers?: Timers;
   random?: () => number;
   /** How a push is sent; default `fetch` (dispatcher/transport.ts). */
   transport?: PushTransport;
@@ -65,54 +69,9 @@ export interface RunOptions {
   onBusy?: () => void;
 }
 
-export interface RunReport {
-  claimPasses: number;
-  claimed: number;
-  succeeded: number;
-  retried: number;
-  deferred: number;
-  dead: number;
-  /** Expired leases settled as timed-out attempts. */
-  reaped: number;
-  /** Settlements whose lease was gone by the time they were written. */
-  lost: number;
-  /** Pushes answered with `Sluice-Ack: lease`: the endpoint holds the lease. */
-  leaseKept: number;
-  /** Pushes that timed out or lost their connection: their leases are held until they expire. */
-  unanswered: number;
-  /** Tasks enqueued by schedules that came due (docs/guide.md "Schedules"). */
-  fired: number;
-  /** Database round trips: reap, claim passes, settle writes and the next-due probe. */
-  roundTrips: number;
-  /** The run stopped for its budget (time, pushes) rather than for want of work: run again at once. */
-  more: boolean;
-  /** When the run ended with nothing claimable: ms until the next task or lease comes due; `null` = nothing waits on time. */
-  nextDueInMs: number | null;
-}
-
-/** A report of a run that has done nothing yet. */
-export function emptyReport(): RunReport {
-  return {
-    claimPasses: 0,
-    claimed: 0,
-    succeeded: 0,
-    retried: 0,
-    deferred: 0,
-    dead: 0,
-    reaped: 0,
-    lost: 0,
-    leaseKept: 0,
-    unanswered: 0,
-    fired: 0,
-    roundTrips: 0,
-    more: false,
-    nextDueInMs: null,
-  };
-}
-
 export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
-  const now = deps.now ?? Date.now;
-  const random = deps.random ?? Math.random;
+  const timers = deps.timers ?? systemTimers;
+  const now = () => timers.now();
   const log = deps.log ?? console;
   const { config, db } = deps;
   const report = emptyReport();
@@ -131,70 +90,25 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     transport: deps.transport ?? fetchTransport((input, init) => fetch(input, init)),
   };
   const push = deps.push ?? ((task: LeasedTask) => pushTask(task, pushDeps));
-
-  /** Records an outcome; never throws (a lease that cannot be settled expires and is reaped). */
-  const settle = async (task: LeasedTask, outcome: Outcome, durationMs: number | null, require?: 'expired'): Promise<void> => {
-    if (durationMs !== null) meter.observe('push_duration', task.queue, durationMs / 1000);
-    if (outcome.type === 'lease_kept') {
-      // The endpoint holds the lease now; it ends it with a lease call, or it expires.
-      report.leaseKept++;
-      meter.add('pushes', task.queue, 'lease_kept');
-      return;
-    }
-    if (outcome.type === 'unanswered') {
-      // The handler may still be running: its slot stays taken until the lease expires (then
-      // the reaper counts a timed-out attempt) or the handler ends the lease with its token.
-      // What happened is noted now, so that it can be seen meanwhile and kept at expiry.
-      report.unanswered++;
-      meter.add('pushes', task.queue, 'unanswered');
-      // Said once per push: its key and queue may wait on this slot until then.
-      log.warn(
-        `sluice: the push of task ${task.id} (queue ${task.queue}${task.concurrencyKey === null ? '' : `, key ${task.concurrencyKey}`}) went unanswered (${outcome.error}); its slot is held until its lease expires at ${task.lease.expiresAt.toISOString()}`,
-      );
-      report.roundTrips++;
-      await withDbRetry(() => leaseNote(db, task.id, task.lease.id, unansweredNote(task.attempts, outcome.error))).catch((error: unknown) =>
-        log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),
-      );
-      return;
-    }
-    const settlement = decide(task, outcome, now(), random());
-    let held: boolean;
-    try {
-      held = await settler.settle({
-        taskId: task.id,
-        leaseId: task.lease.id,
-        leasedAt: task.lease.leasedAt,
-        attempt: task.attempts,
-        settlement,
-        durationMs,
-        ...(require ? { require } : {}),
-      });
-    } catch (error) {
-      log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);
-      return;
-    }
-    const ended: 'lost' | 'succeeded' | 'dead' | 'deferred' | 'retried' = !held
-      ? 'lost'
-      : settlement.status === 'succeeded'
-        ? 'succeeded'
-        : settlement.status === 'dead'
-          ? 'dead'
-          : outcome.type === 'deferred'
-            ? 'deferred'
-            : 'retried';
-    report[ended]++;
-    // An expired lease was no push: the reaper counts it as an expiry.
-    if (require !== 'expired') meter.add('pushes', task.queue, ended);
-  };
+  const settle = outcomeRecorder({ db, settler, meter, report, log, now, random: deps.random ?? Math.random });
 
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
   const settling = new Set<Promise<void>>();
+  /** Reaps and schedule firings that came due while the run waited on pushes. */
+  const background = new Set<Promise<void>>();
   let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
   let lastPassFull = true;
   let busy = false;
   let idle = false; // ended because nothing was claimable and nothing was in flight
-  let onFreed: () => void = () => {};
+  let reaped = false;
+  let dueWork = false;
+  /** Ends the run's current wait: a push ended, work came due, a nudge, an abort. */
+  let wakeUp: () => void = () => {};
+  const free = () => {
+    freed = true;
+    wakeUp();
+  };
 
   /** Fires the schedules that came due; never throws (a schedule left due fires in the next run). */
   const fire = async (): Promise<void> => {
@@ -236,10 +150,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         .then(() => (options.reapOnly ? undefined : fire()))
     );
   };
-  let reaped = false;
   const reaping = reapThenFire().finally(() => {
     reaped = true;
-    onFreed();
+    wakeUp();
   });
   if (options.reapOnly) {
     await reaping;
@@ -249,155 +162,120 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     return report;
   }
 
-  // While pushes are in flight the run waits for one to end, but other work may come due
-  // meanwhile: a retry or a delayed task, a rate limit's room, a schedule's slot, a lease's
-  // expiry. Whenever it waits with pushes in flight, the run knows when the next thing comes due
-  // (read at most every PROBE_GAP_MS) and wakes then: expired leases are reaped, due schedules
-  // fire, and a claim pass runs, as at a run's start.
-  const background = new Set<Promise<void>>();
-  let finished = false;
-  let dueTimer: ReturnType<typeof setTimeout> | null = null;
-  let gapTimer: ReturnType<typeof setTimeout> | null = null;
-  let probing = false;
-  let dueWork = false;
-  let lastProbe = Number.NEGATIVE_INFINITY;
-  const watchDue = () => {
-    if (finished || probing || dueTimer || gapTimer) return;
-    const wait = lastProbe + PROBE_GAP_MS - Date.now();
-    if (wait > 0) {
-      gapTimer = setTimeout(() => {
-        gapTimer = null;
-        if (inFlight.size > 0) watchDue();
-      }, wait);
-      return;
-    }
-    probing = true;
-    lastProbe = Date.now();
+  // While pushes are in flight the run waits for one to end; work that comes due meanwhile
+  // wakes it through the watch, and then it reaps, fires and claims as at its start.
+  const watch = new DueWatch({
+    timers,
+    probe: () => withDbRetry(() => nextDueInMs(db)),
+    onDue: () => {
+      dueWork = true;
+      free();
+    },
+    onReadEnd: () => wakeUp(),
+    waiting: () => inFlight.size > 0,
+    log,
+  });
+
+  /** Claims up to `max` tasks and starts their pushes; returns how many it claimed. */
+  const claimAndPush = async (max: number): Promise<number> => {
+    report.claimPasses++;
     report.roundTrips++;
-    const probe = withDbRetry(() => nextDueInMs(db))
-      .then((ms) => {
-        if (ms === null || finished) return;
-        dueTimer = setTimeout(() => {
-          dueTimer = null;
-          dueWork = true;
-          freed = true;
-          onFreed();
-        }, ms);
-      })
-      .catch((error: unknown) => log.warn('sluice: reading the next due time failed', error))
-      .finally(() => {
-        probing = false;
-        background.delete(probe);
-      });
-    background.add(probe);
+    // Cleared before the claim: a push that ends (or a nudge) while it runs sets it again.
+    freed = false;
+    // A claim whose reply was lost may have committed: retry only what surely did not run.
+    const batch = await withDbRetry(() => taskClaimBatch(db, { max, clusterCap: config.clusterCap, queuesJson }), { idempotent: false });
+    report.claimed += batch.length;
+    meter.add('claim_passes');
+    for (const task of batch) {
+      meter.add('acquired', task.queue);
+      // A first push only (a resume after a wait for children keeps its old due time), on the
+      // database's clock at both ends: its claim, which the push follows at once.
+      if (task.attempts === 1 && task.resumes === 0) {
+        meter.observe('due_to_push', task.queue, (task.lease.leasedAt.getTime() - task.runAt.getTime()) / 1000);
+      }
+    }
+    lastPassFull = batch.length === max;
+    if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
+      busy = true;
+      options.onBusy?.();
+    }
+    for (const task of batch) {
+      // The place frees when the push ends; its settle is written meanwhile (group commit),
+      // so the next claim pass need not wait for it. Until it commits, the lease still
+      // counts against every limit (a pass may take less, never more), so its commit frees
+      // the slot again, as a push's end frees a place.
+      const work: Promise<void> = push(task)
+        .then((result: PushResult) => {
+          const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
+            settling.delete(written);
+            free();
+          });
+          settling.add(written);
+        })
+        .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
+        .finally(() => {
+          inFlight.delete(work);
+          free();
+        });
+      inFlight.add(work);
+    }
+    return batch.length;
   };
 
   const stopped = () => options.signal?.aborted === true;
-  const aborted = () => onFreed();
+  const aborted = () => wakeUp();
   options.signal?.addEventListener('abort', aborted, { once: true });
-  const nudged = () => {
-    freed = true;
-    onFreed();
-  };
-  options.nudges?.addEventListener(DUE_EVENT, nudged);
+  options.nudges?.addEventListener(DUE_EVENT, free);
 
   try {
     const maxPushes = options.maxPushes ?? Number.POSITIVE_INFINITY;
-    // While pushes are in flight, a pass waits until a quarter of the places are free: a few
-    // passes of many tasks each, rather than one pass per push that ends. (Nothing is claimed
-    // ahead of a free place: a lease is a slot, and one waiting here would hold it idle.)
-    const passSize = Math.max(1, Math.floor(config.dispatchParallelism / 4));
     while (now() < deadline && report.claimed < maxPushes && !stopped()) {
       if (dueWork && reaped) {
         dueWork = false;
         const again = reapThenFire().finally(() => {
           background.delete(again);
-          freed = true;
-          onFreed();
+          free();
         });
         background.add(again);
       }
-      const room = Math.min(config.dispatchParallelism - inFlight.size, maxPushes - report.claimed);
-      const enough = inFlight.size === 0 || room >= Math.min(passSize, maxPushes - report.claimed);
-      if (room > 0 && enough && (freed || lastPassFull)) {
-        const want = Math.min(room, config.maxClaimBatch);
-        report.claimPasses++;
-        report.roundTrips++;
-        // Cleared before the claim: a push that ends (or a nudge) while it runs sets it again.
-        freed = false;
-        // A claim whose reply was lost may have committed: retry only what surely did not run.
-        const batch = await withDbRetry(() => taskClaimBatch(db, { max: want, clusterCap: config.clusterCap, queuesJson }), {
-          idempotent: false,
-        });
-        report.claimed += batch.length;
-        meter.add('claim_passes');
-        for (const task of batch) {
-          meter.add('acquired', task.queue);
-          // A first push only (a resume after a wait for children keeps its old due time), on the
-          // database's clock at both ends: its claim, which the push follows at once.
-          if (task.attempts === 1 && task.resumes === 0) {
-            meter.observe('due_to_push', task.queue, (task.lease.leasedAt.getTime() - task.runAt.getTime()) / 1000);
-          }
-        }
-        lastPassFull = batch.length === want;
-        if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
-          busy = true;
-          options.onBusy?.();
-        }
-        for (const task of batch) {
-          // The place frees when the push ends; its settle is written meanwhile (group commit),
-          // so the next claim pass need not wait for it. Until it commits, the lease still
-          // counts against every limit (a pass may take less, never more), so its commit frees
-          // the slot again, as a push's end frees a place.
-          const work: Promise<void> = push(task)
-            .then((result: PushResult) => {
-              const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
-                settling.delete(written);
-                freed = true;
-                onFreed();
-              });
-              settling.add(written);
-            })
-            .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
-            .finally(() => {
-              inFlight.delete(work);
-              freed = true;
-              onFreed();
-            });
-          inFlight.add(work);
-        }
-        if (batch.length > 0) continue;
+      const step = nextStep({
+        parallelism: config.dispatchParallelism,
+        maxClaimBatch: config.maxClaimBatch,
+        maxPushes,
+        claimed: report.claimed,
+        inFlight: inFlight.size,
+        settling: settling.size,
+        background: background.size + (watch.reading ? 1 : 0),
+        freed,
+        lastPassFull,
+        reaped,
+      });
+      if (step.kind === 'claim') {
+        await claimAndPush(step.max);
+        continue;
       }
-      // Nothing in flight or being settled, and nothing freed since the last claim pass began:
-      // nothing to do.
-      if (inFlight.size === 0 && settling.size === 0 && !freed && reaped && background.size === 0) {
+      if (step.kind === 'idle') {
         idle = true;
         break;
       }
-      // Wait for a push to end (or a nudge), unless one already did while the claim pass
-      // ran; with too few places free, even a nudge waits for a push to end.
-      if (!enough || room <= 0 || !freed) {
-        if (inFlight.size > 0) watchDue();
-        await new Promise<void>((resolve) => {
-          onFreed = resolve;
-        });
-        // Pushes answered in the same turn free their places together: one pass for them all.
-        if (inFlight.size > 0) await nextTurn();
-      }
+      if (inFlight.size > 0) watch.arm();
+      await new Promise<void>((resolve) => {
+        wakeUp = resolve;
+      });
+      // Pushes answered in the same turn free their places together: one pass for them all.
+      if (inFlight.size > 0) await nextTurn();
     }
   } finally {
-    options.nudges?.removeEventListener(DUE_EVENT, nudged);
+    options.nudges?.removeEventListener(DUE_EVENT, free);
     options.signal?.removeEventListener('abort', aborted);
-    finished = true;
-    if (dueTimer) clearTimeout(dueTimer);
-    if (gapTimer) clearTimeout(gapTimer);
+    watch.stop();
     // Whatever ends the run (a database error included), pushes already made are settled.
-    await Promise.all([reaping, Promise.allSettled(inFlight), Promise.allSettled(background)]);
+    await Promise.all([reaping, Promise.allSettled(inFlight), Promise.allSettled(background), watch.settled()]);
     await Promise.allSettled(settling);
     await settler.flush();
     await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
   }
-  report.roundTrips += settler.writes;
+  report.roundTrips += settler.writes + watch.reads;
   if (stopped()) return report;
   // Stopped by its budget, not for want of work: whatever is left is due now.
   report.more = !idle;

@@ -1,7 +1,9 @@
 /** The Node dispatch loop, on a clock the test moves: it sleeps until the next due time. */
 import { describe, expect, it } from 'vitest';
-import { DispatchLoop, type Timers } from '../../src/dispatcher/loop.ts';
-import { DUE_EVENT, emptyReport, type RunReport } from '../../src/dispatcher/run.ts';
+import { DispatchLoop } from '../../src/dispatcher/loop.ts';
+import { emptyReport, type RunReport } from '../../src/dispatcher/report.ts';
+import { DUE_EVENT } from '../../src/dispatcher/run.ts';
+import type { Timers } from '../../src/dispatcher/timers.ts';
 
 /** A clock and timers that only move when the test says so. */
 function manualTimers() {
