@@ -14,9 +14,20 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { jwtVerify } from 'jose';
+import { type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { base64url, fromBase64, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
-import type { Keyring } from './keyring.ts';
+
+/**
+ * What lease tokens need of the keyring (security/keyring.ts, which derives `leaseKeys` with
+ * `deriveLeaseKey` below): the active key's id, the MAC keys by id, and, for tokens of the older
+ * JWS form, the verifier and the algorithms.
+ */
+export interface LeaseKeyring {
+  active: { kid: string };
+  all: readonly { alg: string }[];
+  verifier: JWTVerifyGetKey;
+  leaseKeys: ReadonlyMap<string, Uint8Array>;
+}
 
 export interface LeaseTokenClaims {
   taskId: string;
@@ -36,7 +47,12 @@ export function deriveLeaseKey(privateD: string): Uint8Array {
   return hkdf(sha256, fromBase64(privateD), utf8('sluice'), utf8('sluice lease token v1'), 32);
 }
 
-export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims, expiresAtMs: number, issuer: string): Promise<string> {
+export async function signLeaseToken(
+  keyring: LeaseKeyring,
+  claims: LeaseTokenClaims,
+  expiresAtMs: number,
+  issuer: string,
+): Promise<string> {
   const { kid } = keyring.active;
   const payload: Payload = { kid, iss: issuer, sub: claims.taskId, jti: claims.leaseId, exp: Math.ceil(expiresAtMs / 1000) };
   const body = base64url(utf8(JSON.stringify(payload)));
@@ -44,7 +60,12 @@ export async function signLeaseToken(keyring: Keyring, claims: LeaseTokenClaims,
 }
 
 /** The lease a token names, or `null` when it is not a valid, unexpired lease token of ours. */
-export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
+export async function verifyLeaseToken(
+  keyring: LeaseKeyring,
+  token: string,
+  issuer: string,
+  nowMs: number,
+): Promise<LeaseTokenClaims | null> {
   const [body, mac, ...rest] = token.split('.');
   if (rest.length === 1) return verifyJwsLeaseToken(keyring, token, issuer, nowMs);
   if (!body || !mac || rest.length > 0) return null;
@@ -66,7 +87,7 @@ export async function verifyLeaseToken(keyring: Keyring, token: string, issuer: 
  * taken before an upgrade may be held for up to `SLUICE_MAX_LEASE_MS` after it, and their
  * handlers still heartbeat and end them with these. Remove once no such lease can be live.
  */
-async function verifyJwsLeaseToken(keyring: Keyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
+async function verifyJwsLeaseToken(keyring: LeaseKeyring, token: string, issuer: string, nowMs: number): Promise<LeaseTokenClaims | null> {
   try {
     const { payload } = await jwtVerify(token, keyring.verifier, {
       algorithms: keyring.all.map((k) => k.alg),
