@@ -1,4 +1,4 @@
-/** Random claim scenarios for property tests: queues, keys, limits, rates and their grants, leased and pending tasks. */
+/** Random claim scenarios for property tests: queues, keys, limits, rates and their grants, leased, waiting and pending tasks. */
 import fc from 'fast-check';
 import type { QueueLimitSettings } from '../../src/core/limits.ts';
 import type { ModelLane, ModelState, ModelTask } from './claim-model.ts';
@@ -29,7 +29,8 @@ export const scenario: fc.Arbitrary<{ state: ModelState; max: number }> = fc
         priority: fc.integer({ min: -1, max: 1 }),
         // Due (in the past) or clearly not (an hour ahead), never on the edge of the clock.
         runAt: fc.oneof(fc.integer({ min: NOW - 1_000, max: NOW - 1 }), fc.integer({ min: NOW + 3_600_000, max: NOW + 3_601_000 })),
-        leased: fc.boolean(),
+        status: fc.constantFrom('pending', 'pending', 'leased', 'waiting'),
+        wait: fc.record({ lentQueue: fc.boolean(), lentKey: fc.boolean(), childrenOpen: fc.boolean() }),
       }),
       { minLength: 5, maxLength: 60 },
     ),
@@ -51,9 +52,10 @@ export const scenario: fc.Arbitrary<{ state: ModelState; max: number }> = fc
       queue: t.queue,
       key: t.key,
       priority: t.priority,
-      // A leased task is due by definition; only pending ones may wait.
-      runAt: t.leased ? NOW - 1 : t.runAt,
-      status: t.leased ? 'leased' : 'pending',
+      // A leased or waiting task came due before; only pending ones may be delayed.
+      runAt: t.status === 'pending' ? t.runAt : NOW - 1,
+      status: t.status,
+      ...(t.status === 'waiting' ? { wait: t.wait } : {}),
     }));
     const lanes: ModelLane[] = [];
     for (const t of modelTasks) {

@@ -1,9 +1,11 @@
 /**
  * A reference model of one claim pass (the specification of `sluice.claim` in
  * migrations/functions/claim.sql), in plain TypeScript over an in-memory state: concurrency
- * limits at every level and rate limits (a queue's `rate`, its keys' `key_rate`, counted by the
- * grants inside their period). Waits are not modelled (test/db/waits.test.ts covers them). Property tests
- * check the model against the limits; db tests check the SQL against the model.
+ * limits at every level, rate limits (a queue's `rate`, its keys' `key_rate`, counted by the
+ * grants inside their period), and waits: a task waiting for its children holds its queue's and
+ * its key's slots unless it lent them to a child, never a cluster slot, and is pending again once
+ * its children have finished. Property tests check the model against the limits; db tests check
+ * the SQL against the model.
  */
 import { type QueueLimitSettings, resolveKeyLimit, resolveKeyRate, resolveQueueLimits, room } from '../../src/core/limits.ts';
 
@@ -13,7 +15,9 @@ export interface ModelTask {
   key: string | null;
   priority: number;
   runAt: number;
-  status: 'pending' | 'leased';
+  status: 'pending' | 'leased' | 'waiting';
+  /** A waiting task's: the slots it lent to its children, and whether any child is unfinished. */
+  wait?: { lentQueue: boolean; lentKey: boolean; childrenOpen: boolean };
 }
 
 export interface ModelLane {
@@ -42,8 +46,33 @@ const cmp = (...pairs: Array<[number, number]>) => {
   return 0;
 };
 
+/**
+ * The state as a pass sees it after its first step: waiting tasks whose children have all
+ * finished are pending again, their due time kept.
+ */
+export function afterResume(state: ModelState): ModelState {
+  const tasks = state.tasks.map((t): ModelTask => {
+    if (t.status !== 'waiting' || t.wait?.childrenOpen) return t;
+    const { wait: _, ...rest } = t;
+    return { ...rest, status: 'pending' };
+  });
+  return { ...state, tasks };
+}
+
+/** Tasks holding a slot of their queue (`key` undefined) or of their queue's lane `key`: leased, or waiting and not lent. */
+export function holders(state: ModelState, queue: string, key?: string | null): ModelTask[] {
+  return state.tasks.filter(
+    (t) =>
+      t.queue === queue &&
+      (key === undefined || t.key === key) &&
+      (t.status === 'leased' || (t.status === 'waiting' && !(key === undefined ? t.wait?.lentQueue : t.wait?.lentKey))),
+  );
+}
+
 /** The ids one pass of at most `max` claims, in rank order. */
-export function planClaim(state: ModelState, max: number): number[] {
+export function planClaim(before: ModelState, max: number): number[] {
+  const state = afterResume(before);
+  // Only leases hold cluster slots.
   const leased = state.tasks.filter((t) => t.status === 'leased');
   const pending = state.tasks.filter((t) => t.status === 'pending');
   const clusterBudget = Math.max(0, Math.min(max, state.clusterCap === null ? max : state.clusterCap - leased.length));
@@ -59,7 +88,7 @@ export function planClaim(state: ModelState, max: number): number[] {
   for (const queue of queues) {
     const limits = resolveQueueLimits(state.env[queue], state.overrides[queue] ?? null);
     if (limits.paused.value) continue;
-    const queueActive = leased.filter((t) => t.queue === queue).length;
+    const queueActive = holders(state, queue).length;
     // A rate cuts the budget as a limit does: by the grants still inside its period.
     const rateRoom = (rate: { limit: number } | null, lane: string) =>
       rate === null ? max : rate.limit - (state.grants[`${queue}/${lane}`] ?? 0);
@@ -79,7 +108,7 @@ export function planClaim(state: ModelState, max: number): number[] {
           lane.taskLimit,
           limits.keyConcurrency,
         ).value;
-        const active = leased.filter((t) => t.queue === queue && t.key === lane.key).length;
+        const active = holders(state, queue, lane.key).length;
         const keyRate = resolveKeyRate(lane.key, null, limits.keyRate).value;
         const keyRateRoom = rateRoom(keyRate, lane.key === null ? '' : `k:${lane.key}`);
         const due = own.filter((t) => t.runAt <= state.now);

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { resolveKeyLimit, resolveKeyRate, resolveQueueLimits, room } from '../../src/core/limits.ts';
 import { scenario } from '../helpers/claim-arbitraries.ts';
-import { type ModelState, planClaim } from '../helpers/claim-model.ts';
+import { afterResume, holders, type ModelState, planClaim } from '../helpers/claim-model.ts';
 
 describe('resolveQueueLimits', () => {
   it('takes each field from the override, else the environment, else the default', () => {
@@ -52,16 +52,20 @@ describe('room', () => {
   });
 });
 
-/** Leased counts per level after claiming `ids`. */
+/**
+ * Slots held per level after claiming `ids` from `state` (resumed already): leases everywhere,
+ * and waiting tasks at their queue and key unless lent.
+ */
 function countsAfter(state: ModelState, ids: number[]) {
   const claimed = new Set(ids);
-  const active = state.tasks.filter((t) => t.status === 'leased' || claimed.has(t.id));
   const byQueue = new Map<string, number>();
   const byKey = new Map<string, number>();
-  for (const t of active) {
-    byQueue.set(t.queue, (byQueue.get(t.queue) ?? 0) + 1);
-    if (t.key !== null) byKey.set(`${t.queue}/${t.key}`, (byKey.get(`${t.queue}/${t.key}`) ?? 0) + 1);
+  for (const t of state.tasks) {
+    const lane = t.key === null ? null : `${t.queue}/${t.key}`;
+    if (claimed.has(t.id) || holders(state, t.queue).includes(t)) byQueue.set(t.queue, (byQueue.get(t.queue) ?? 0) + 1);
+    if (lane !== null && (claimed.has(t.id) || holders(state, t.queue, t.key).includes(t))) byKey.set(lane, (byKey.get(lane) ?? 0) + 1);
   }
+  const cluster = state.tasks.filter((t) => t.status === 'leased' || claimed.has(t.id)).length;
   // Grants inside their period after the pass: those before it, and one per level per claim.
   const grants = new Map(Object.entries(state.grants));
   const grant = (at: string) => grants.set(at, (grants.get(at) ?? 0) + 1);
@@ -69,7 +73,7 @@ function countsAfter(state: ModelState, ids: number[]) {
     grant(`${t.queue}/*`);
     if (t.key !== null) grant(`${t.queue}/k:${t.key}`);
   }
-  return { cluster: active.length, byQueue, byKey, grants };
+  return { cluster, byQueue, byKey, grants };
 }
 
 function limitsOf(state: ModelState, queue: string, key: string | null) {
@@ -88,8 +92,9 @@ function rateSpent(rate: { limit: number } | null, grants: Map<string, number>, 
 describe('a claim pass (the model of sluice.claim)', () => {
   it('never claims past a limit it was under, and claims only due pending tasks, at most max', () => {
     fc.assert(
-      fc.property(scenario, ({ state, max }) => {
-        const ids = planClaim(state, max);
+      fc.property(scenario, ({ state: before, max }) => {
+        const ids = planClaim(before, max);
+        const state = afterResume(before);
         expect(new Set(ids).size).toBe(ids.length);
         expect(ids.length).toBeLessThanOrEqual(max);
         const after = countsAfter(state, ids);
@@ -112,8 +117,9 @@ describe('a claim pass (the model of sluice.claim)', () => {
 
   it('is work-conserving: a task left unclaimed is blocked by a limit or a rate, by max, or is not due', () => {
     fc.assert(
-      fc.property(scenario, ({ state, max }) => {
-        const ids = planClaim(state, max);
+      fc.property(scenario, ({ state: before, max }) => {
+        const ids = planClaim(before, max);
+        const state = afterResume(before);
         const after = countsAfter(state, ids);
         if (ids.length === max) return;
         if (state.clusterCap !== null && after.cluster >= state.clusterCap) return;
@@ -136,8 +142,9 @@ describe('a claim pass (the model of sluice.claim)', () => {
 
   it('serves lanes of equal priority round-robin: no lane gets a second task before every lane with room got one', () => {
     fc.assert(
-      fc.property(scenario, ({ state, max }) => {
-        const ids = planClaim(state, max);
+      fc.property(scenario, ({ state: before, max }) => {
+        const ids = planClaim(before, max);
+        const state = afterResume(before);
         const claimed = ids.map((id) => state.tasks.find((t) => t.id === id)!);
         for (const queue of new Set(claimed.map((t) => t.queue))) {
           const inQueue = claimed.filter((t) => t.queue === queue);
@@ -150,7 +157,7 @@ describe('a claim pass (the model of sluice.claim)', () => {
             if (t.queue !== queue || t.status !== 'pending' || t.priority !== minPriority || t.runAt > state.now) return false;
             if (perLane.has(String(t.key))) return false;
             const lim = limitsOf(state, queue, t.key);
-            const active = state.tasks.filter((x) => x.status === 'leased' && x.queue === queue && x.key === t.key).length;
+            const active = holders(state, queue, t.key).length;
             const grants = new Map(Object.entries(state.grants));
             if (rateSpent(lim.keyRate, grants, `${queue}/k:${t.key}`)) return false;
             return lim.key === null || active < lim.key;
