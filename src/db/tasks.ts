@@ -54,6 +54,56 @@ interface TaskRefRow {
   created_at: Date;
 }
 
+/**
+ * The enqueue's input: one typed array per column, a task per index (`inputColumns`). Postgres
+ * reads typed arrays for about two thirds of what the same tasks as a JSON document cost it.
+ */
+const INPUT_COLUMNS = [
+  ['queue', 'text'],
+  ['url', 'text'],
+  ['method', 'text'],
+  ['headers', 'jsonb'],
+  ['body', 'text'],
+  ['content_type', 'text'],
+  ['concurrency_key', 'text'],
+  ['concurrency_limit', 'integer'],
+  ['rate_limit', 'integer'],
+  ['rate_period_ms', 'integer'],
+  ['parent_id', 'bigint'],
+  ['priority', 'integer'],
+  ['run_at', 'timestamptz'],
+  ['delay_ms', 'bigint'],
+  ['expires_at', 'timestamptz'],
+  ['ttl_ms', 'bigint'],
+  ['max_attempts', 'integer'],
+  ['backoff_initial_ms', 'integer'],
+  ['backoff_max_ms', 'integer'],
+  ['backoff_factor', 'float8'],
+  ['backoff_jitter', 'float8'],
+  ['timeout_ms', 'integer'],
+  ['lease_ms', 'integer'],
+  ['dedup_key', 'text'],
+] as const;
+
+type InputColumn = (typeof INPUT_COLUMNS)[number][0];
+
+/** The tasks as the insert's parameters, in `INPUT_COLUMNS` order. */
+function inputColumns(tasks: readonly NewTask[]): unknown[][] {
+  const rows = tasks.map((t) => {
+    const { backoff, headers, ...row } = toInputRow(t, 0);
+    const values: Record<InputColumn, unknown> = {
+      ...row,
+      headers: JSON.stringify(headers),
+      backoff_initial_ms: backoff.initial_ms,
+      backoff_max_ms: backoff.max_ms,
+      backoff_factor: backoff.factor,
+      backoff_jitter: backoff.jitter,
+    };
+    return values;
+  });
+  return INPUT_COLUMNS.map(([name]) => rows.map((r) => r[name]));
+}
+
 /** How an enqueue reads back its tasks: every column, or a reference's five. */
 interface Shape<R, T> {
   insert: string;
@@ -71,14 +121,12 @@ const REF: Shape<TaskRefRow, TaskRef> = {
 };
 
 function insertSql(columns: string): string {
+  const params = INPUT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+  const names = INPUT_COLUMNS.map(([name]) => name).join(', ');
   return `
 with input as materialized (
-  select x.*, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
-  from jsonb_to_recordset($1::jsonb) as x(
-    ord integer, queue text, url text, method text, headers jsonb, body text, content_type text,
-    concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, parent_id bigint, priority integer, run_at timestamptz,
-    delay_ms bigint, expires_at timestamptz, ttl_ms bigint, max_attempts integer, backoff jsonb,
-    timeout_ms integer, lease_ms integer, dedup_key text)
+  select x.*, (x.n - 1)::integer as ord, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
+  from unnest(${params}) with ordinality as x(${names}, n)
 ),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
@@ -89,8 +137,7 @@ inserted as (
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
-    max_attempts, (backoff ->> 'initial_ms')::integer, (backoff ->> 'max_ms')::integer, (backoff ->> 'factor')::float8,
-    (backoff ->> 'jitter')::float8, timeout_ms, lease_ms, dedup_key
+    max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key
   from input
   order by ord
   on conflict (queue, dedup_key) where dedup_key is not null and status in ${UNFINISHED_SQL} do nothing
@@ -125,7 +172,7 @@ export function taskInsertManyRefs(db: Db, tasks: readonly NewTask[]): Promise<E
 }
 
 async function insertMany<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
-  const input = JSON.stringify(tasks.map(toInputRow));
+  const input = inputColumns(tasks);
   // Without dedup keys one statement is the whole, atomic, write.
   if (!tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, input, tasks, shape);
   // With them, a conflicting item is looked up afterwards, in the same transaction. The
@@ -143,7 +190,7 @@ class DedupRace extends Error {
   override name = 'DedupRace';
 }
 
-async function insertOnce<R, T>(q: Queryable, input: string, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+async function insertOnce<R, T>(q: Queryable, input: unknown[][], tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
   const parents = [...new Set(tasks.flatMap((t) => (t.parentId === null ? [] : [t.parentId])))];
   if (parents.length > 0) {
     // A child's parent is a task that has not finished (so never the child itself): a finished
@@ -158,7 +205,7 @@ async function insertOnce<R, T>(q: Queryable, input: string, tasks: readonly New
   // A row of the left join whose insert met a dedup conflict has every column null.
   let rows: Array<R & { ord: number; id: string | null }>;
   try {
-    rows = await q.query(shape.insert, [input]);
+    rows = await q.query(shape.insert, input);
   } catch (error) {
     // The only foreign key a client names: parent_id.
     if ((error as { code?: string }).code === '23503') throw new ValidationError([{ path: 'parent_id', message: 'names no task' }]);
