@@ -7,7 +7,8 @@ import { type Backoff, type HttpMethod, type Task, type TaskStatus, UNFINISHED_S
 
 /**
  * The unfinished statuses as an SQL list, `('pending', 'leased', 'waiting')`, for `status in …`.
- * The same text as the partial indexes' predicates (0014_history.sql), which the planner matches.
+ * The same text as the partial indexes' predicates (0014_history.sql), which the planner matches,
+ * and as the living SQL functions' lists (test/unit/schema.test.ts holds them to it).
  */
 export const UNFINISHED_SQL = `(${UNFINISHED_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
