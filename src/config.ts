@@ -243,7 +243,16 @@ const envSchema = z
         message: `must be shorter than SLUICE_LEASE_MS (${env.SLUICE_LEASE_MS}), so a slot is never handed on while its push is open`,
       });
     }
+    // A lease token is good for SLUICE_MAX_LEASE_MS from its claim: a longer lease would outlive
+    // the token its holder completes it with.
+    const maxLease = `must be at most SLUICE_MAX_LEASE_MS (${env.SLUICE_MAX_LEASE_MS}): a push's lease token is good for that long`;
+    if (env.SLUICE_LEASE_MS > env.SLUICE_MAX_LEASE_MS) {
+      ctx.addIssue({ code: 'custom', path: ['SLUICE_LEASE_MS'], message: maxLease });
+    }
     for (const [name, q] of Object.entries(env.SLUICE_QUEUES ?? {})) {
+      if (q.lease_ms !== undefined && q.lease_ms > env.SLUICE_MAX_LEASE_MS) {
+        ctx.addIssue({ code: 'custom', path: ['SLUICE_QUEUES', name, 'lease_ms'], message: maxLease });
+      }
       const lease = q.lease_ms ?? env.SLUICE_LEASE_MS;
       const timeout = q.timeout_ms ?? env.SLUICE_PUSH_TIMEOUT_MS;
       if (timeout >= lease) {

@@ -167,6 +167,9 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
     else issues.push({ path: 'url', message: target.reason });
   }
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
+  if (input.lease_ms !== undefined && input.lease_ms > config.maxLeaseMs) {
+    issues.push({ path: 'lease_ms', message: `is at most ${config.maxLeaseMs} on this deployment (SLUICE_MAX_LEASE_MS)` });
+  }
   const timeoutMs = input.timeout_ms ?? defaults.timeoutMs;
   if (timeoutMs >= leaseMs) {
     issues.push({

@@ -54,6 +54,20 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('refuses a lease longer than SLUICE_MAX_LEASE_MS, globally or per queue (its token would expire first)', () => {
+    expect(problems({ ...base, SLUICE_MAX_LEASE_MS: '30000' })).toEqual([
+      "SLUICE_LEASE_MS: must be at most SLUICE_MAX_LEASE_MS (30000): a push's lease token is good for that long",
+    ]);
+    expect(
+      problems({
+        ...base,
+        SLUICE_MAX_LEASE_MS: '120000',
+        SLUICE_QUEUES: JSON.stringify({ long: { lease_ms: 180_000, timeout_ms: 1_000 } }),
+      }),
+    ).toEqual([expect.stringMatching(/^SLUICE_QUEUES\.long\.lease_ms: must be at most SLUICE_MAX_LEASE_MS \(120000\)/)]);
+    expect(problems({ ...base, SLUICE_MAX_LEASE_MS: '60000' })).toEqual([]);
+  });
+
   it('reads SLUICE_PUBLIC_URL as an origin, and refuses one with a path or another scheme', () => {
     expect(loadConfig(base).publicOrigin).toBeNull();
     expect(loadConfig({ ...base, SLUICE_PUBLIC_URL: 'https://Sluice.Example.com/' }).publicOrigin).toBe('https://sluice.example.com');
