@@ -259,7 +259,7 @@ try {
       );
     }
     await setup.query('vacuum analyze sluice.tasks');
-    await setup.query('vacuum analyze sluice.keys');
+    await setup.query('vacuum analyze sluice.lanes');
     await admin.query('checkpoint');
     const dbs: OpenDb[] = Array.from({ length: claimers }, () => openPgDb(url, 1));
     let claims = 0;

@@ -189,7 +189,7 @@ async function fanout(base: string, path: '/slow' | '/ok', tasks: number): Promi
 }
 
 const reset = () =>
-  db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits cascade');
+  db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits cascade');
 
 const report: string[] = [];
 const say = (line: string) => {

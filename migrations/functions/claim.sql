@@ -22,14 +22,14 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
 -- Its plans, as the claim's, are generic: made once per session, never again for each call's
 -- values (a custom plan cost more to make than to run).
-create or replace function sluice.keys_recompute(p_ids bigint[], p_now timestamptz default null,
+create or replace function sluice.lanes_recompute(p_ids bigint[], p_now timestamptz default null,
                                                  p_served bigint[] default null, p_pass bigint default null) returns void
 language plpgsql set plan_cache_mode = force_generic_plan as $$
 begin
   with locked as (
-    select id from sluice.keys where id = any(p_ids) order by queue, lane for update skip locked
+    select id from sluice.lanes where id = any(p_ids) order by queue, lane for update skip locked
   )
-  update sluice.keys k
+  update sluice.lanes k
   set head_priority = (
         select min(t.priority) from sluice.tasks t
         where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane
@@ -44,10 +44,10 @@ end $$;
 -- After every statement that inserts tasks: lanes that gained due pending tasks get their hint
 -- lowered, and new lanes their row (rows locked in (queue, lane) order, as everywhere). Updates
 -- need no trigger (0006): a task made pending again is promoted by the next claim pass.
-create or replace function sluice.keys_touch() returns trigger
+create or replace function sluice.lanes_touch() returns trigger
 language plpgsql as $$
 begin
-  insert into sluice.keys as k (queue, lane, head_priority, task_limit, task_rate_limit, task_rate_period_ms)
+  insert into sluice.lanes as k (queue, lane, head_priority, task_limit, task_rate_limit, task_rate_period_ms)
   select c.queue, c.lane, min(c.priority) filter (where c.run_at <= now()),
          (array_agg(c.concurrency_limit order by c.id) filter (where c.concurrency_limit is not null))[1],
          (array_agg(c.rate_limit order by c.id) filter (where c.rate_limit is not null))[1],
@@ -64,6 +64,12 @@ begin
         task_rate_limit = coalesce(k.task_rate_limit, excluded.task_rate_limit);
   return null;
 end $$;
+
+-- The trigger that runs it (0015_lanes.sql dropped the one that ran keys_touch, its old name);
+-- made again whenever this file is applied, with the function it runs.
+drop trigger if exists tasks_lanes_on_insert on sluice.tasks;
+create trigger tasks_lanes_on_insert after insert on sluice.tasks
+  referencing new table as changed for each statement execute function sluice.lanes_touch();
 
 -- One claim pass (DESIGN.md §5). p_queues holds the environment's queue settings
 -- ({"<queue>": {"concurrency", "key_concurrency", "priority", "paused"}}); rows of
@@ -131,7 +137,7 @@ begin
       )
     ),
     locked as (
-      select k.id, k.queue, k.lane from sluice.keys k
+      select k.id, k.queue, k.lane from sluice.lanes k
       where (k.queue, k.lane) in (select queue, lane from ready)
       order by k.queue, k.lane
       for update of k skip locked
@@ -143,7 +149,7 @@ begin
       where p.id = r.id and p.status = 'waiting'
       returning p.queue, p.lane, p.priority
     )
-    update sluice.keys k set head_priority = least(k.head_priority, r.priority)
+    update sluice.lanes k set head_priority = least(k.head_priority, r.priority)
     from (select queue, lane, min(priority) as priority from resumed group by queue, lane) r
     where k.queue = r.queue and k.lane = r.lane;
   end if;
@@ -160,18 +166,18 @@ begin
     group by t.queue, t.lane
   ),
   locked as (
-    select k.id, d.priority from sluice.keys k
+    select k.id, d.priority from sluice.lanes k
     join came_due d on d.queue = k.queue and d.lane = k.lane
     order by k.queue, k.lane
     for update of k skip locked
   ),
   lowered as (
-    update sluice.keys k set head_priority = least(k.head_priority, locked.priority)
+    update sluice.lanes k set head_priority = least(k.head_priority, locked.priority)
     from locked where k.id = locked.id
   )
   update sluice.promotion set promoted_to = case
     when exists (
-      select 1 from came_due d join sluice.keys k on k.queue = d.queue and k.lane = d.lane
+      select 1 from came_due d join sluice.lanes k on k.queue = d.queue and k.lane = d.lane
       where k.id not in (select id from locked) and (k.head_priority is null or k.head_priority > d.priority)
     ) then promoted_to
     else v_now
@@ -194,11 +200,11 @@ begin
     cluster as (
       select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
     ),
-    -- Distinct queues with due lanes: a skip scan over keys_walk.
+    -- Distinct queues with due lanes: a skip scan over lanes_walk.
     due_queues(queue) as (
-      (select queue from sluice.keys where head_priority is not null order by queue limit 1)
+      (select queue from sluice.lanes where head_priority is not null order by queue limit 1)
       union all
-      select (select k.queue from sluice.keys k where k.head_priority is not null and k.queue > d.queue order by k.queue limit 1)
+      select (select k.queue from sluice.lanes k where k.head_priority is not null and k.queue > d.queue order by k.queue limit 1)
       from due_queues d where d.queue is not null
     ),
     budgets as (
@@ -231,7 +237,7 @@ begin
       from budgets b
       cross join lateral (
         select k.id, k.lane, k.served, least(room.value, rate_room.value) as room, key_rate.value as key_rate
-        from sluice.keys k
+        from sluice.lanes k
         cross join lateral (
           select case when k.lane = '' then null else coalesce(
             (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
@@ -356,10 +362,10 @@ begin
     exit when not v_stale or v_want <= 0 or v_round >= 4;
     -- Another round: correct the hints that promised too much, and mark the lanes served, so
     -- that it walks them as they are now.
-    perform sluice.keys_recompute(v_examined, p_now, v_served, v_pass);
+    perform sluice.lanes_recompute(v_examined, p_now, v_served, v_pass);
     v_served := null;
   end loop;
 
   -- Every lane looked at gets its exact hint, and those the last round served their turn.
-  perform sluice.keys_recompute(v_all_examined, p_now, v_served, v_pass);
+  perform sluice.lanes_recompute(v_all_examined, p_now, v_served, v_pass);
 end $$;

@@ -16,7 +16,7 @@ create or replace function sluice.lane_limit(p_queue text, p_lane text, p_queues
 language sql stable as $$
   select case when p_lane = '' then null else coalesce(
     (select kl."limit" from sluice.key_limits kl where kl.queue = p_queue and kl.concurrency_key = substr(p_lane, 3)),
-    (select k.task_limit from sluice.keys k where k.queue = p_queue and k.lane = p_lane),
+    (select k.task_limit from sluice.lanes k where k.queue = p_queue and k.lane = p_lane),
     (select (q.options ->> 'key_concurrency')::integer from sluice.queues q where q.name = p_queue),
     (p_queues -> p_queue ->> 'key_concurrency')::integer
   ) end

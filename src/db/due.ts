@@ -24,7 +24,7 @@ select (extract(epoch from least(
   -- at a level with due tasks (0011_rate_limits.sql).
   (select g.until from sluice.rate_grants g
    where g.until > statement_timestamp()
-     and exists (select 1 from sluice.keys k where k.queue = g.queue and k.head_priority is not null and (g.lane = '*' or k.lane = g.lane))
+     and exists (select 1 from sluice.lanes k where k.queue = g.queue and k.head_priority is not null and (g.lane = '*' or k.lane = g.lane))
    order by g.until limit 1)
 ) - clock_timestamp()) * 1000)::float8 as due_in_ms`;
 

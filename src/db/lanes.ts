@@ -14,11 +14,11 @@
 export function lowerHintsCte(source: string): string {
   return `
 lowered as (
-  update sluice.keys k
+  update sluice.lanes k
   set head_priority = least(k.head_priority, d.priority)
   from (
     select k2.id, due.priority
-    from sluice.keys k2
+    from sluice.lanes k2
     join (
       select queue, lane, min(priority) as priority from ${source}
       where status = 'pending' and run_at <= now()

@@ -121,7 +121,7 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
           from (select queue, count(*)::int as n from sluice.tasks where status = 'waiting' and not lent_queue group by queue) w) as waiting,
        (select json_agg(json_build_object('queue', t.queue, 'key', substr(t.lane, 3), 'n', t.n, 'override', kl."limit", 'task_limit', k.task_limit))
           from top t
-          left join sluice.keys k on k.queue = t.queue and k.lane = t.lane
+          left join sluice.lanes k on k.queue = t.queue and k.lane = t.lane
           left join sluice.key_limits kl on kl.queue = t.queue and kl.concurrency_key = substr(t.lane, 3)) as keys`,
     [topKeys],
   );

@@ -100,7 +100,7 @@ export async function queueCounts(db: Queryable, queue?: string): Promise<Map<st
 export async function queueNamesKnown(db: Queryable): Promise<string[]> {
   const rows = await db.query<{ queue: string }>(
     `select queue from (
-       select distinct queue from sluice.keys
+       select distinct queue from sluice.lanes
        union select name from sluice.queues
        union select distinct queue from sluice.key_limits
      ) q order by queue`,
@@ -162,7 +162,7 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
           from sluice.tasks where status = 'leased' and queue = $1) as holders,
        (select json_agg(json_build_object('key', coalesce(k.key, l.concurrency_key), 'task_limit', k.task_limit, 'override', l."limit",
                                           'rate_limit', k.task_rate_limit, 'rate_period_ms', k.task_rate_period_ms))
-          from (select substr(lane, 3) as key, task_limit, task_rate_limit, task_rate_period_ms from sluice.keys where queue = $1 and lane <> '') k
+          from (select substr(lane, 3) as key, task_limit, task_rate_limit, task_rate_period_ms from sluice.lanes where queue = $1 and lane <> '') k
           full join (select concurrency_key, "limit" from sluice.key_limits where queue = $1) l on l.concurrency_key = k.key
           where k.task_limit is not null or l."limit" is not null or k.task_rate_limit is not null) as keys,
        (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end, n)

@@ -26,7 +26,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.schedules, sluice.rate_grants');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.schedules, sluice.rate_grants');
   endpoint.received.length = 0;
 });
 

@@ -18,7 +18,7 @@ afterAll(() => t.drop());
 /** Writes the scenario into Postgres; returns the model of what Postgres now holds. */
 async function load(state: ModelState): Promise<ModelState> {
   await t.db.query(
-    'truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.keys, sluice.queues, sluice.key_limits, sluice.rate_grants cascade',
+    'truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits, sluice.rate_grants cascade',
   );
   const clock = Date.now();
   // Model time NOW is the database's now: shift run_at by the same offset.
@@ -71,16 +71,16 @@ async function load(state: ModelState): Promise<ModelState> {
   }
   // Round-robin marks as the scenario has them; hints exact, as a claim leaves them.
   for (const lane of state.lanes) {
-    await t.db.query(`update sluice.keys set served = $3 where queue = $1 and lane = $2`, [
+    await t.db.query(`update sluice.lanes set served = $3 where queue = $1 and lane = $2`, [
       lane.queue,
       lane.key === null ? '' : `k:${lane.key}`,
       lane.served,
     ]);
   }
-  await t.db.query('select sluice.keys_recompute(array(select id from sluice.keys))');
+  await t.db.query('select sluice.lanes_recompute(array(select id from sluice.lanes))');
   // Read back what the model needs: ids and lane rows as Postgres numbered them.
   const laneRows = await t.db.query<{ id: string; queue: string; lane: string; served: string; task_limit: number | null }>(
-    'select * from sluice.keys',
+    'select * from sluice.lanes',
   );
   return {
     ...state,

@@ -30,7 +30,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.key_limits, sluice.queues');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.key_limits, sluice.queues');
 });
 
 function env(extra: Record<string, string> = {}): Record<string, string> {

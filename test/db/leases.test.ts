@@ -31,7 +31,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

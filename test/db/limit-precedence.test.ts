@@ -62,7 +62,7 @@ describe('limit precedence', () => {
           };
           const [sql] = await t.db.query<{ queue: number | null; key: number | null }>(
             `select sluice.queue_limit($1, $2::jsonb) as queue,
-                    sluice.lane_limit($1, (select lane from sluice.keys where queue = $1 and lane <> ''), $2::jsonb) as key`,
+                    sluice.lane_limit($1, (select lane from sluice.lanes where queue = $1 and lane <> ''), $2::jsonb) as key`,
             [queue, queuesJson],
           );
           expect(sql, JSON.stringify(c)).toEqual(expected);

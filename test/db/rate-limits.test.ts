@@ -38,7 +38,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits, sluice.rate_grants, sluice.counters');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.queues, sluice.key_limits, sluice.rate_grants, sluice.counters');
   // Passes at moved clocks moved the promotion window on: back to the database's clock.
   await t.db.query('update sluice.promotion set promoted_to = now()');
 });

@@ -49,7 +49,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.key_limits, sluice.schedules');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.key_limits, sluice.schedules');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

@@ -35,7 +35,7 @@ afterAll(async () => {
   await t?.drop();
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes');
   endpoint.received.length = 0;
   ({ waits } = playFamilies(endpoint, () => sluice.url, secrets.apiKey));
 });

@@ -29,7 +29,7 @@ export function useDispatchFixture(env: Record<string, string> = {}): DispatchFi
     await f.t?.drop();
   });
   beforeEach(async () => {
-    await emptyTables(f.t.db, 'sluice.tasks, sluice.keys, sluice.queues, sluice.key_limits');
+    await emptyTables(f.t.db, 'sluice.tasks, sluice.lanes, sluice.queues, sluice.key_limits');
     f.endpoint.received.length = 0;
     f.endpoint.reply(() => ({ status: 200, body: 'ok' }));
   });

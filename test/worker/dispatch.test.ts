@@ -24,7 +24,7 @@ beforeAll(() => {
   ({ t, endpoint, secrets, worker } = f);
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });

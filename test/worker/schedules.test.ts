@@ -23,7 +23,7 @@ beforeAll(() => {
   ({ t, endpoint, secrets, worker } = f);
 });
 beforeEach(async () => {
-  await emptyTables(t.db, 'sluice.tasks, sluice.keys, sluice.schedules');
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.schedules');
   endpoint.received.length = 0;
   endpoint.reply(() => ({ status: 200 }));
 });
