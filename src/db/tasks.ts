@@ -112,7 +112,7 @@ interface Shape<R, T> {
 }
 
 const WHOLE: Shape<TaskRow, Task> = { insert: insertSql('*'), findByDedup: findUnfinishedByDedupSql('t.*'), read: toTask };
-// Its columns are named, so it can be prepared: a bulk enqueue's plan is a fair share of its cost.
+// Its columns are named, so it can be a prepared statement (parsed and planned once a connection).
 const REF_COLUMNS = ['id', 'queue', 'status', 'run_at', 'created_at'];
 const REF: Shape<TaskRefRow, TaskRef> = {
   insert: prepared('enqueue_refs', insertSql(REF_COLUMNS.join(', '))),
