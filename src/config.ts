@@ -336,14 +336,17 @@ export function claimQueuesJson(config: Config): string {
   return JSON.stringify(out);
 }
 
-/** The effective limits, one line, for the dispatcher's start-up log. */
-export function describeLimits(config: Config): string {
+/**
+ * The effective limits, one line, for the dispatcher's start-up log. Pusher shards are the
+ * Worker's (`SLUICE_DISPATCH_SHARDS`): a Node server, which has none, does not name them.
+ */
+export function describeLimits(config: Config, path: 'worker' | 'node'): string {
   return [
     `lease ${config.leaseMs} ms`,
     `push timeout ${config.pushTimeoutMs} ms`,
     `claim batch ${config.maxClaimBatch}`,
     `parallelism ${config.dispatchParallelism}`,
-    `shards ${config.dispatchShards}`,
+    ...(path === 'worker' ? [`shards ${config.dispatchShards}`] : []),
     `cluster cap ${config.clusterCap ?? 'none'}`,
     ...Object.entries(config.queues).map(([name, q]) => {
       const limits = [

@@ -43,4 +43,4 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config)}`);
+console.log(`sluice: listening on ${sluice.url}; dispatcher: ${describeLimits(sluice.config, 'node')}`);

@@ -59,7 +59,7 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
     const config = loadConfig(this.env);
     if (!limitsLogged) {
       limitsLogged = true;
-      console.info(`sluice dispatcher: ${describeLimits(config)}`);
+      console.info(`sluice dispatcher: ${describeLimits(config, 'worker')}`);
     }
     if (this.#closing) clearTimeout(this.#closing);
     this.#closing = null;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseRetention, queueDefaults } from '../../src/config.ts';
+import { describeLimits, loadConfig, parseRetention, queueDefaults } from '../../src/config.ts';
 import { ConfigError } from '../../src/core/errors.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 
@@ -66,6 +66,13 @@ describe('loadConfig', () => {
       }),
     ).toEqual([expect.stringMatching(/^SLUICE_QUEUES\.long\.lease_ms: must be at most SLUICE_MAX_LEASE_MS \(120000\)/)]);
     expect(problems({ ...base, SLUICE_MAX_LEASE_MS: '60000' })).toEqual([]);
+  });
+
+  it("names pusher shards in the Worker's start line only", () => {
+    const config = loadConfig({ ...base, SLUICE_DISPATCH_SHARDS: '4' });
+    expect(describeLimits(config, 'worker')).toContain('shards 4');
+    expect(describeLimits(config, 'node')).not.toContain('shards');
+    expect(describeLimits(config, 'node')).toMatch(/^lease 60000 ms, push timeout 30000 ms, claim batch 100, parallelism \d+, cluster cap/);
   });
 
   it('reads SLUICE_PUBLIC_URL as an origin, and refuses one with a path or another scheme', () => {
