@@ -5,7 +5,7 @@
  */
 import { loadConfig } from '../../src/config.ts';
 import type { PushResult } from '../../src/core/outcome.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { migrateDatabase } from '../../src/node/migrations.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';

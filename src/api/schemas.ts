@@ -9,7 +9,7 @@ import { fieldIssues } from '../core/issues.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
 import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
-import type { NewTask } from '../db/tasks.ts';
+import type { NewTask } from '../db/enqueue.ts';
 import { isReservedHeader } from '../sdk/protocol/headers.ts';
 import { checkTarget } from '../security/targets.ts';
 

@@ -5,8 +5,8 @@
 import { ConflictError } from '../core/errors.ts';
 import type { Overlap } from '../core/schedule.ts';
 import type { Queryable } from './db.ts';
+import { type NewTask, type TaskInputRow, toInputRow } from './enqueue.ts';
 import { DEFAULT_CONTENT_TYPE } from './rows.ts';
-import { type NewTask, type TaskInputRow, toInputRow } from './tasks.ts';
 
 /** The task a firing enqueues: the enqueue's input row, every default resolved, no timing fields. */
 export type TaskTemplate = Omit<TaskInputRow, 'ord' | 'run_at' | 'delay_ms' | 'expires_at' | 'dedup_key'>;

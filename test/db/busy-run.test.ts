@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { nextSlot, parseCron } from '../../src/core/schedule.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { scheduleGet, scheduleInsert, toTemplate } from '../../src/db/schedules.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
 import { DispatchLoop } from '../../src/dispatcher/loop.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';

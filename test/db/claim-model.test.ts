@@ -2,8 +2,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { keyLimitPut, queueOverridePatch } from '../../src/db/queues.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
 import { NOW, scenario } from '../helpers/claim-arbitraries.ts';
 import { type ModelState, planClaim } from '../helpers/claim-model.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';

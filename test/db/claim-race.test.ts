@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { moveStragglers } from '../../src/db/history.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';

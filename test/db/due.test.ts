@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';

@@ -10,8 +10,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveKeyLimit, resolveQueueLimits } from '../../src/core/limits.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { keyLimitPut, queueOverridePatch } from '../../src/db/queues.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { newTask } from '../helpers/tasks.ts';
 

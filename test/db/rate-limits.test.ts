@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Config, claimQueuesJson } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { startNodeSluice } from '../../src/node/server.ts';

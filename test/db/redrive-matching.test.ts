@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { moveStragglers } from '../../src/db/history.ts';
-import { taskInsertMany, taskRedriveMatching } from '../../src/db/tasks.ts';
+import { taskRedriveMatching } from '../../src/db/tasks.ts';
 import { useDispatchFixture } from '../helpers/fixture.ts';
 import { newTask } from '../helpers/tasks.ts';
 

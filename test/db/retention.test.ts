@@ -5,8 +5,9 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { taskAttempts } from '../../src/db/leases.ts';
-import { taskCancel, taskGet, taskInsertMany, taskRedrive } from '../../src/db/tasks.ts';
+import { taskCancel, taskGet, taskRedrive } from '../../src/db/tasks.ts';
 import { bucketWidthMs, keepMs, sweepFinished } from '../../src/dispatcher/retention.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { taskCancel, taskGet, taskInsertMany, taskList } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { taskCancel, taskGet, taskList } from '../../src/db/tasks.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { newTask } from '../helpers/tasks.ts';
 

@@ -6,7 +6,8 @@
  * what this file gives the dispatcher, in this process, while the database keeps its clock.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { taskGet, taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { taskGet } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { useDispatchFixture } from '../helpers/fixture.ts';
 import { newTask } from '../helpers/tasks.ts';

@@ -6,7 +6,7 @@
  * Gaps are printed, not asserted: speed belongs to the benchmark (`npm run bench:dispatch`).
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import type { RunningWorker } from '../../src/node/worker-runtime.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestDatabase } from '../helpers/db.ts';

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { createRemoteJWKSet } from 'jose';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { taskInsertMany } from '../../src/db/tasks.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import type { TestSecrets } from '../helpers/config.ts';
