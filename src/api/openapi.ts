@@ -390,26 +390,3 @@ export function openApiDocument(): object {
     },
   };
 }
-
-export const DOCS_HTML = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sluice API</title>
-<style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-h2{border-bottom:1px solid #ddd;margin-top:2rem}.op{margin:.6rem 0;padding:.4rem .6rem;border-left:4px solid #4a7}
-.m{font-weight:700;display:inline-block;min-width:4.5rem}code,pre{background:#f5f5f5;padding:.1rem .3rem}pre{padding:.6rem;overflow:auto}
-.scope{color:#666;font-size:.9em}</style></head>
-<body><h1>Sluice API</h1><p>Generated from <a href="/openapi.json">/openapi.json</a>.</p><div id="ops">Loading…</div>
-<script>
-fetch('/openapi.json').then(r=>r.json()).then(doc=>{
-  const root=document.getElementById('ops');root.textContent='';
-  const esc=s=>String(s).replace(/[&<>]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;'}[c]));
-  for(const [path,item] of Object.entries(doc.paths)){
-    for(const [m,op] of Object.entries(item)){ if(m==='parameters')continue;
-      const d=document.createElement('div');d.className='op';
-      d.innerHTML='<span class="m">'+m.toUpperCase()+'</span> <code>'+esc(path)+'</code> — '+esc(op.summary||'')+' <span class="scope">'+esc(op.description||'')+'</span>';
-      root.appendChild(d);}}
-  const h=document.createElement('h2');h.textContent='Schemas';root.appendChild(h);
-  for(const [name,s] of Object.entries(doc.components.schemas)){
-    const t=document.createElement('h3');t.textContent=name;root.appendChild(t);
-    const p=document.createElement('pre');p.textContent=JSON.stringify(s,null,2);root.appendChild(p);}
-});
-</script></body></html>`;
