@@ -1,29 +1,3 @@
-/**
- * `npx node bench/ceiling.ts [--seconds 2.5] [--parts claim,claim-fsync,commit]`: where one
- * database tops out (docs/scale-out.md). One fresh embedded Postgres; the load comes from this one
- * Node process, on the same cores. Prints Markdown tables:
- *
- * 1. The claim. `c` claimers (1, 2, 4, 8), each on its own connection, loop: one claim pass
- *    (`taskClaimBatch`, max `m` = 1, 10, 100), then the batch settled as succeeded in one
- *    statement (`leaseSettleMany`, outside the claim's lock, as the dispatcher's group commit
- *    does), so that live leases stay few. One queue, one lane, no limit binding, a pool of pending
- *    tasks enqueued first. Passes/s and tasks/s; and, from pg_stat_statements (which sees the
- *    statements inside the claim function), how long a pass waits for the advisory lock (its
- *    `sluice.claim_lock()` statement) and holds it (the rest of the claim's execution; its
- *    commit comes on top). fsync off; then two cells with 10,000 leases held in another queue
- *    (the claim counts every live lease for the cluster cap); then a few cells with fsync on.
- * 2. The commit rate of tiny write transactions: one-row updates (each connection its own row),
- *    1–16 connections; fsync off and on.
- * 3. Enqueues (`taskInsertMany`, one transaction each): one task into one lane, one task spread
- *    over 100 keys, 100 tasks; fsync off and on.
- *
- * Every cell is warmed up for 0.3 s (each connection plans its statements once) and then
- * measured for `--seconds`. The machine may be shared: each cell also reports the cores that
- * processes other than this one and its Postgres used meanwhile (/proc), and a cell during which
- * they used more than 0.2 cores is measured again, twice at most, keeping the quietest attempt.
- * Nothing is asserted: these are figures.
- */
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +13,7 @@ import { migrateDatabase } from '../src/node/migrations.ts';
 import { openPgDb } from '../src/node/pg-db.ts';
 import { startEmbeddedPostgres } from '../src/node/postgres.ts';
 import { newTask } from '../test/helpers/tasks.ts';
+import { measureWindow, type Window } from './ceiling-window.ts';
 
 const { values } = parseArgs({
   options: {
@@ -60,115 +35,10 @@ const fmt = (x: number, digits = 0) =>
   Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '—';
 const log = (text: string) => process.stderr.write(`${text}\n`);
 
-/**
- * CPU time on the whole machine, and that of this process, the Postgres it started and that
- * server's backends (Linux /proc, in clock ticks of 10 ms): what is left is someone else's.
- */
 let postmasterPid = 0;
-function ticksOf(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
-function cpuSnapshot(): { busy: number; ours: Map<number, number> } {
-  const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-  const n = fields.map(Number);
-  const busy = n.reduce((a, b) => a + b, 0) - n[3]! - n[4]!;
-  const ours = new Map<number, number>([[process.pid, ticksOf(process.pid)]]);
-  if (postmasterPid > 0) {
-    ours.set(postmasterPid, ticksOf(postmasterPid));
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
-        if (Number(stat[1]) === postmasterPid) ours.set(Number(entry), ticksOf(Number(entry)));
-      } catch {}
-    }
-  }
-  return { busy, ours };
-}
-/** Cores used by other processes between two snapshots `ms` apart (a backend of ours that ended meanwhile counts as theirs). */
-function otherCores(a: ReturnType<typeof cpuSnapshot>, b: ReturnType<typeof cpuSnapshot>, ms: number): number {
-  let ours = 0;
-  // A process of ours born during the window spent all its time in it.
-  for (const [pid, ticks] of b.ours) ours += ticks - (a.ours.get(pid) ?? 0);
-  return Math.max(0, (b.busy - a.busy - ours) / 100 / (ms / 1000));
-}
-
-/** What a measured window saw. */
-interface Window {
-  /** True while the window is open: work that began and ended inside it counts. */
-  open: boolean;
-  ops: number;
-  items: number;
-  ms: number;
-  /** Mean time of one step, ms. */
-  latencyMs: number;
-  /** A step found nothing left to do (which ends every loop). */
-  drained: boolean;
-  /** Cores other processes used meanwhile (the machine is shared). */
-  otherCores: number;
-}
-
-/**
- * Runs `workers` loops of `step` for the warm-up and then `MEASURE_MS`; a step says how many items
- * it did, or null when there is nothing left. `onOpen` runs as the window opens.
- */
-async function measure(
-  workers: number,
-  step: (worker: number, window: Window) => Promise<number | null>,
-  onOpen?: () => Promise<void>,
-): Promise<Window> {
-  const window: Window = { open: false, ops: 0, items: 0, ms: 0, latencyMs: 0, drained: false, otherCores: 0 };
-  let stopped = false;
-  let start = 0;
-  let cpuAtOpen = cpuSnapshot();
-  let opening: Promise<void> = Promise.resolve();
-  const stop = () => {
-    if (stopped) return;
-    if (window.open) {
-      window.ms = performance.now() - start;
-      window.otherCores = otherCores(cpuAtOpen, cpuSnapshot(), window.ms);
-    }
-    window.open = false;
-    stopped = true;
-  };
-  const warm = setTimeout(() => {
-    opening = onOpen?.() ?? Promise.resolve();
-    cpuAtOpen = cpuSnapshot();
-    window.open = true;
-    start = performance.now();
-  }, WARM_MS);
-  const done = setTimeout(stop, WARM_MS + MEASURE_MS);
-  let latency = 0;
-  const loop = async (worker: number) => {
-    while (!stopped) {
-      const began = performance.now();
-      const counted = window.open;
-      const n = await step(worker, window);
-      if (n === null) {
-        window.drained = true;
-        stop();
-        break;
-      }
-      if (counted && window.open) {
-        window.ops++;
-        window.items += n;
-        latency += performance.now() - began;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: workers }, (_, i) => loop(i)));
-  await opening;
-  clearTimeout(warm);
-  clearTimeout(done);
-  if (start === 0) throw new Error('the work ran out during the warm-up: enqueue more');
-  window.latencyMs = window.ops > 0 ? latency / window.ops : 0;
-  return window;
-}
+/** A measured window of `workers` loops of `step` (bench/ceiling-window.ts), with this run's timing. */
+const measure = (workers: number, step: (worker: number, window: Window) => Promise<number | null>, onOpen?: () => Promise<void>) =>
+  measureWindow({ warmMs: WARM_MS, measureMs: MEASURE_MS, postmasterPid: () => postmasterPid }, workers, step, onOpen);
 
 /** A cell is measured again (at most twice more, within the first 150 s) while other processes took more than OTHER_NOTED cores. */
 const STARTED = performance.now();
