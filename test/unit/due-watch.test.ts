@@ -1,38 +1,10 @@
 /** The run's watch on the next due time (src/dispatcher/due-watch.ts), on a clock the test moves. */
 import { describe, expect, it } from 'vitest';
 import { DueWatch, PROBE_GAP_MS } from '../../src/dispatcher/due-watch.ts';
-import type { Timers } from '../../src/dispatcher/timers.ts';
-
-function manualTimers() {
-  let now = 1_000;
-  let nextId = 1;
-  const pending = new Map<number, { at: number; fn: () => void }>();
-  const timers: Timers = {
-    now: () => now,
-    setTimeout(fn, ms) {
-      pending.set(nextId, { at: now + ms, fn });
-      return nextId++;
-    },
-    clearTimeout: (handle) => pending.delete(handle as number),
-  };
-  return {
-    timers,
-    pending,
-    async advance(ms: number) {
-      now += ms;
-      for (const [id, p] of [...pending]) {
-        if (p.at <= now) {
-          pending.delete(id);
-          p.fn();
-        }
-      }
-      await new Promise((r) => setTimeout(r, 0));
-    },
-  };
-}
+import { manualTimers } from '../helpers/timers.ts';
 
 function watchWith(answers: Array<number | null | Error>, waiting = () => true) {
-  const clock = manualTimers();
+  const clock = manualTimers(1_000);
   const events: string[] = [];
   let reads = 0;
   const watch = new DueWatch({

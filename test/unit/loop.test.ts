@@ -3,42 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DispatchLoop } from '../../src/dispatcher/loop.ts';
 import { emptyReport, type RunReport } from '../../src/dispatcher/report.ts';
 import { DUE_EVENT } from '../../src/dispatcher/run.ts';
-import type { Timers } from '../../src/dispatcher/timers.ts';
-
-/** A clock and timers that only move when the test says so. */
-function manualTimers() {
-  let now = 0;
-  let nextId = 1;
-  const pending = new Map<number, { at: number; fn: () => void }>();
-  const timers: Timers = {
-    now: () => now,
-    setTimeout(fn, ms) {
-      const id = nextId++;
-      pending.set(id, { at: now + ms, fn });
-      return id;
-    },
-    clearTimeout(handle) {
-      pending.delete(handle as number);
-    },
-  };
-  return {
-    timers,
-    /** When the loop will wake next, if it sleeps. */
-    nextAt: () => Math.min(...[...pending.values()].map((p) => p.at)),
-    async advance(ms: number) {
-      now += ms;
-      for (const [id, p] of [...pending]) {
-        if (p.at <= now) {
-          pending.delete(id);
-          p.fn();
-        }
-      }
-      await flush();
-    },
-  };
-}
-
-const flush = () => new Promise((r) => setTimeout(r, 0));
+import { flush, manualTimers } from '../helpers/timers.ts';
 
 function report(over: Partial<RunReport>): RunReport {
   return { ...emptyReport(), ...over };
