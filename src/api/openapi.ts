@@ -1,28 +1,24 @@
 /**
  * The OpenAPI 3.1 document, served at /openapi.json and rendered at /docs: its requests come from
- * the zod schemas the API validates with (no second copy), its answers from responses.ts.
+ * the zod schemas the API validates with, its answers from the zod schemas of answers.ts: no
+ * second copy of either (responses.ts turns both into JSON Schema).
  */
 import { z } from 'zod';
+import * as answers from './answers.ts';
+import { answer, answerComponents, json, ref, scheduleRequest } from './responses.ts';
 import {
-  enqueued,
-  int,
-  json,
-  leaseEnded,
-  nullable,
-  problem,
-  queue,
-  queueConcurrency,
-  ref,
-  schedule,
-  scheduleRequest,
-  scheduleState,
-  str,
-  task,
-  taskDetail,
-  taskState,
-  time,
-} from './responses.ts';
-import { batchSchema, enqueueSchema, keyLimitSchema, listQuerySchema, overridePatchSchema, scheduleListQuerySchema } from './schemas.ts';
+  batchSchema,
+  completeSchema,
+  enqueueSchema,
+  failSchema,
+  heartbeatSchema,
+  keyLimitSchema,
+  listQuerySchema,
+  overridePatchSchema,
+  releaseSchema,
+  scheduleListQuerySchema,
+  waitSchema,
+} from './schemas.ts';
 
 type Op = {
   id: string;
@@ -94,7 +90,6 @@ export function openApiDocument(): object {
     parameters: [idParam('lease_id')],
     post: operation({ id, summary, scope: 'lease token', body, bodyOptional: true, ok }),
   });
-  const queueView = ref('Queue');
   return {
     openapi: '3.1.0',
     info: {
@@ -107,16 +102,9 @@ export function openApiDocument(): object {
     components: {
       schemas: {
         EnqueueRequest: json(enqueueSchema),
-        Task: task,
-        TaskDetail: taskDetail,
-        TaskState: taskState,
-        Problem: problem,
         QueueOverride: json(overridePatchSchema),
-        Queue: queue,
-        QueueConcurrency: queueConcurrency,
         ScheduleRequest: scheduleRequest(),
-        Schedule: schedule,
-        ScheduleState: scheduleState,
+        ...answerComponents(),
       },
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key (sk_sluice_…).' },
@@ -131,20 +119,16 @@ export function openApiDocument(): object {
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
           headers: [preferHeader],
-          ok: enqueued,
+          ok: answer(answers.enqueued),
           okStatus: '201',
-          also: { '200': enqueued },
+          also: { '200': answer(answers.enqueued) },
         }),
         get: operation({
           id: 'listTasks',
           summary: 'List tasks, newest first',
           scope: 'tasks:read',
           query: listQuerySchema,
-          ok: {
-            type: 'object',
-            properties: { tasks: { type: 'array', items: ref('Task') }, next_cursor: nullable(str) },
-            required: ['tasks', 'next_cursor'],
-          },
+          ok: answer(answers.taskList),
         }),
       },
       '/v1/tasks/batch': {
@@ -154,13 +138,13 @@ export function openApiDocument(): object {
           scope: 'tasks:write',
           body: { ...json(batchSchema), properties: { tasks: { type: 'array', maxItems: 1000, items: ref('EnqueueRequest') } } },
           headers: [preferHeader],
-          ok: { type: 'object', properties: { tasks: { type: 'array', items: enqueued } }, required: ['tasks'] },
+          ok: answer(answers.enqueuedBatch),
           okStatus: '201',
         }),
       },
       '/v1/tasks/{id}': {
         parameters: [idParam('id')],
-        get: operation({ id: 'getTask', summary: 'A task, with its attempt history', scope: 'tasks:read', ok: ref('TaskDetail') }),
+        get: operation({ id: 'getTask', summary: 'A task, with its attempt history', scope: 'tasks:read', ok: answer(answers.taskDetail) }),
       },
       '/v1/tasks/{id}/children': {
         parameters: [idParam('id')],
@@ -168,7 +152,7 @@ export function openApiDocument(): object {
           id: 'listChildren',
           summary: 'Tasks enqueued with this one as parent_id (oldest first, up to 1,000)',
           scope: 'tasks:read',
-          ok: { type: 'object', properties: { children: { type: 'array', items: ref('Task') } }, required: ['children'] },
+          ok: answer(answers.children),
         }),
       },
       '/v1/tasks/{id}/cancel': {
@@ -177,7 +161,7 @@ export function openApiDocument(): object {
           id: 'cancelTask',
           summary: 'Cancel a task (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
-          ok: { anyOf: [ref('Task'), ref('TaskState')] },
+          ok: answer(answers.taskOrState),
         }),
       },
       '/v1/tasks/{id}/retry': {
@@ -186,79 +170,61 @@ export function openApiDocument(): object {
           id: 'retryTask',
           summary: 'Redrive a dead task (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
-          ok: { anyOf: [ref('Task'), ref('TaskState')] },
+          ok: answer(answers.taskOrState),
         }),
       },
       '/v1/leases/{lease_id}/heartbeat': leaseCall(
         'heartbeatLease',
         'Extend a kept lease',
-        { type: 'object', properties: { extend_ms: int } },
-        { type: 'object', properties: { lease_id: str, task_id: str, expires_at: time }, required: ['lease_id', 'task_id', 'expires_at'] },
+        json(heartbeatSchema),
+        answer(answers.leaseExtended),
       ),
-      '/v1/leases/{lease_id}/complete': leaseCall(
-        'completeLease',
-        'Finish the task',
-        { type: 'object', properties: { result: {} } },
-        leaseEnded,
-      ),
-      '/v1/leases/{lease_id}/fail': leaseCall(
-        'failLease',
-        'Fail the attempt',
-        { type: 'object', properties: { error: str, retry: { type: 'boolean' }, retry_after_ms: int } },
-        leaseEnded,
-      ),
+      '/v1/leases/{lease_id}/complete': leaseCall('completeLease', 'Finish the task', json(completeSchema), answer(answers.leaseEnded)),
+      '/v1/leases/{lease_id}/fail': leaseCall('failLease', 'Fail the attempt', json(failSchema), answer(answers.leaseEnded)),
       '/v1/leases/{lease_id}/release': leaseCall(
         'releaseLease',
         'Give the task back without using an attempt',
-        { type: 'object', properties: { delay_ms: int } },
-        leaseEnded,
+        json(releaseSchema),
+        answer(answers.leaseEnded),
       ),
       '/v1/leases/{lease_id}/wait': leaseCall(
         'waitForChildren',
         'Wait for children (all, or those named): pushed again once they have finished; 409 recursive_wait_deadlock when it never could be',
-        {
-          type: 'object',
-          properties: { children: { type: 'array', items: str, description: 'Child task ids; absent = every child.' } },
-        },
-        {
-          type: 'object',
-          properties: {
-            task_id: str,
-            status: { type: 'string', enum: ['waiting'] },
-            waiting_on: { type: 'array', items: str },
-            lent_queue: { type: 'boolean' },
-            lent_key: { type: 'boolean' },
-          },
-          required: ['task_id', 'status', 'waiting_on', 'lent_queue', 'lent_key'],
-        },
+        json(waitSchema),
+        answer(answers.leaseWaiting),
       ),
       '/v1/queues': {
         get: operation({
           id: 'listQueues',
           summary: 'Queues with their effective settings',
           scope: 'tasks:read',
-          ok: { type: 'object', properties: { queues: { type: 'array', items: queueView } }, required: ['queues'] },
+          ok: answer(answers.queueList),
         }),
       },
       '/v1/queues/{queue}': {
         parameters: [idParam('queue')],
-        get: operation({ id: 'getQueue', summary: 'A queue: settings with their sources, counts', scope: 'tasks:read', ok: queueView }),
+        get: operation({
+          id: 'getQueue',
+          summary: 'A queue: settings with their sources, counts',
+          scope: 'tasks:read',
+          ok: answer(answers.queue),
+        }),
         put: operation({
           id: 'updateQueue',
           summary: 'Override settings at run time (null removes one)',
           scope: 'admin',
           body: ref('QueueOverride'),
-          ok: queueView,
+          ok: answer(answers.queue),
         }),
-        delete: operation({ id: 'resetQueue', summary: 'Drop the run-time overrides', scope: 'admin', ok: queueView }),
+        delete: operation({ id: 'resetQueue', summary: 'Drop the run-time overrides', scope: 'admin', ok: answer(answers.queue) }),
       },
       '/v1/queues/{queue}/pause': {
         parameters: [idParam('queue')],
-        post: operation({ id: 'pauseQueue', summary: 'Stop claiming from the queue', scope: 'admin', ok: queueView }),
+        post: operation({ id: 'pauseQueue', summary: 'Stop claiming from the queue', scope: 'admin', ok: answer(answers.queue) }),
       },
       '/v1/queues/{queue}/resume': {
         parameters: [idParam('queue')],
-        post: operation({ id: 'resumeQueue', summary: 'Claim from the queue again', scope: 'admin', ok: queueView }),
+        post: operation({ id: 'resumeQueue', summary: 'Claim from the queue again', scope: 'admin', ok: answer(answers.queue) }),
       },
       '/v1/queues/{queue}/concurrency': {
         parameters: [idParam('queue')],
@@ -266,7 +232,7 @@ export function openApiDocument(): object {
           id: 'getQueueConcurrency',
           summary: 'Limit, active and slot holders per level and key',
           scope: 'tasks:read',
-          ok: ref('QueueConcurrency'),
+          ok: answer(answers.queueConcurrency),
         }),
       },
       '/v1/queues/{queue}/keys/{key}': {
@@ -276,11 +242,7 @@ export function openApiDocument(): object {
           summary: 'Set the limit of one key',
           scope: 'admin',
           body: json(keyLimitSchema),
-          ok: {
-            type: 'object',
-            properties: { queue: str, key: str, limit: int, source: str },
-            required: ['queue', 'key', 'limit', 'source'],
-          },
+          ok: answer(answers.keyLimit),
         }),
         delete: operation({
           id: 'deleteKeyLimit',
@@ -296,11 +258,7 @@ export function openApiDocument(): object {
           id: 'forceReleaseLease',
           summary: 'Free a stuck slot: the task goes back to pending, its attempt given back',
           scope: 'admin',
-          ok: {
-            type: 'object',
-            properties: { released: { type: 'boolean' }, task_id: str, lease_id: str },
-            required: ['released', 'task_id', 'lease_id'],
-          },
+          ok: answer(answers.forcedRelease),
         }),
       },
       '/v1/schedules': {
@@ -309,7 +267,7 @@ export function openApiDocument(): object {
           summary: 'Create a schedule: a cron expression in a time zone that enqueues a task at each slot',
           scope: 'tasks:write',
           body: ref('ScheduleRequest'),
-          ok: ref('Schedule'),
+          ok: answer(answers.schedule),
           okStatus: '201',
         }),
         get: operation({
@@ -317,16 +275,12 @@ export function openApiDocument(): object {
           summary: 'List schedules by name',
           scope: 'tasks:read',
           query: scheduleListQuerySchema,
-          ok: {
-            type: 'object',
-            properties: { schedules: { type: 'array', items: ref('Schedule') }, next_cursor: nullable(str) },
-            required: ['schedules', 'next_cursor'],
-          },
+          ok: answer(answers.scheduleList),
         }),
       },
       '/v1/schedules/{name}': {
         parameters: [idParam('name')],
-        get: operation({ id: 'getSchedule', summary: 'A schedule', scope: 'tasks:read', ok: ref('Schedule') }),
+        get: operation({ id: 'getSchedule', summary: 'A schedule', scope: 'tasks:read', ok: answer(answers.schedule) }),
         delete: operation({
           id: 'deleteSchedule',
           summary: 'Delete a schedule (the tasks it fired are left alone)',
@@ -341,7 +295,7 @@ export function openApiDocument(): object {
           id: 'pauseSchedule',
           summary: 'Stop firing (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
-          ok: { anyOf: [ref('Schedule'), ref('ScheduleState')] },
+          ok: answer(answers.scheduleOrState),
         }),
       },
       '/v1/schedules/{name}/resume': {
@@ -350,7 +304,7 @@ export function openApiDocument(): object {
           id: 'resumeSchedule',
           summary: 'Fire again from the next slot; slots passed while paused never fire',
           scope: 'tasks:write',
-          ok: { anyOf: [ref('Schedule'), ref('ScheduleState')] },
+          ok: answer(answers.scheduleOrState),
         }),
       },
       '/v1/webhooks/secret': {
@@ -359,7 +313,7 @@ export function openApiDocument(): object {
           summary: "The Standard Webhooks secret of a URL's endpoint (origin and path)",
           scope: 'admin',
           query: z.object({ url: z.string() }),
-          ok: { type: 'object', properties: { endpoint: str, secret: str, next_secret: str }, required: ['endpoint', 'secret'] },
+          ok: answer(answers.webhookSecret),
         }),
       },
       '/metrics': {
@@ -374,16 +328,15 @@ export function openApiDocument(): object {
         properties: { keys: { type: 'array', items: { type: 'object' } } },
         required: ['keys'],
       }),
-      '/healthz': open(
-        'getHealth',
-        'Health',
-        'application/json',
-        { type: 'object', properties: { status: str }, required: ['status'] },
-        { '503': { description: 'The database does not answer', content: { 'application/json': { schema: { type: 'object' } } } } },
-      ),
+      '/healthz': open('getHealth', 'Health', 'application/json', answer(answers.health), {
+        '503': {
+          description: 'The database does not answer, or its schema is missing or behind',
+          content: { 'application/json': { schema: answer(answers.health) } },
+        },
+      }),
       '/openapi.json': open('getOpenApi', 'This document', 'application/json', {
         type: 'object',
-        properties: { openapi: str, info: { type: 'object' }, paths: { type: 'object' } },
+        properties: { openapi: { type: 'string' }, info: { type: 'object' }, paths: { type: 'object' } },
         required: ['openapi', 'info', 'paths'],
       }),
       '/docs': open('getDocs', 'A page that renders this document', 'text/html', { type: 'string' }),

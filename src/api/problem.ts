@@ -1,20 +1,14 @@
 /** The one mapping from errors to responses: RFC 9457 problem documents. */
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
-import { type FieldIssue, SluiceError } from '../core/errors.ts';
+import { SluiceError } from '../core/errors.ts';
 import { isSchemaMismatch, isTransientDbError } from '../db/faults.ts';
+import type { Answer, problem } from './answers.ts';
 
 /** How long a client is asked to wait after a 503 (the database does not answer). */
 export const UNAVAILABLE_RETRY_AFTER_S = 1;
 
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  code: string;
-  detail: string;
-  issues?: readonly FieldIssue[];
-}
+export type Problem = Answer<typeof problem>;
 
 export function problemResponse(c: Context, p: Problem): Response {
   return c.body(JSON.stringify(p), p.status as 400, { 'content-type': 'application/problem+json' });

@@ -25,6 +25,7 @@ import {
   queueOverrides,
   type SlotHolder,
 } from '../db/queues.ts';
+import type { QueueAnswer } from './answers.ts';
 import type { AppEnv } from './context.ts';
 import { keyLimitSchema, overridePatchSchema } from './schemas.ts';
 
@@ -45,7 +46,7 @@ export function concurrencyKey(text: string): string {
   return text;
 }
 
-export type QueueView = ReturnType<typeof queueView>;
+export type QueueView = QueueAnswer;
 
 /** Every queue the environment or the database knows, with its settings in force and counts. */
 export async function listQueues(config: Config, db: Db): Promise<QueueView[]> {
@@ -61,7 +62,7 @@ export async function describeQueue(config: Config, db: Db, name: string): Promi
   return queueView(config, name, resolveQueueLimits(config.queues[name], override?.settings ?? null), counts.get(name) ?? NO_COUNTS);
 }
 
-function queueView(config: Config, name: string, limits: EffectiveQueueLimits, counts: QueueCounts) {
+function queueView(config: Config, name: string, limits: EffectiveQueueLimits, counts: QueueCounts): QueueAnswer {
   const defaults = queueDefaults(config, name);
   const field = <T>(r: { value: T; source: Source }) => ({ value: r.value, source: r.source });
   return {

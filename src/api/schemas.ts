@@ -306,3 +306,29 @@ export const scheduleListQuerySchema = z
     limit: z.coerce.number().int().min(1).max(500).default(100),
   })
   .strict();
+
+// The lease calls' bodies (routes/leases.ts); every field may be left out.
+
+const optionalText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine((s) => textProblem(s) === null, 'must be well-formed text without NUL characters')
+    .optional();
+
+export const heartbeatSchema = z.object({ extend_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional() }).strict();
+export const completeSchema = z.object({ result: z.unknown().optional() }).strict();
+export const failSchema = z
+  .object({
+    error: optionalText(LIMITS.errorChars).default('failed by the lease holder'),
+    retry: z.boolean().default(true),
+    retry_after_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
+  })
+  .strict();
+export const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
+export const waitSchema = z
+  .object({
+    /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */
+    children: z.array(z.string().refine(isTaskId, 'must be a task id')).min(1).max(1_000).optional(),
+  })
+  .strict();

@@ -1,15 +1,17 @@
-/** How a task looks on the wire (snake_case). */
+/** How a task looks on the wire (snake_case): values of the answers' types (answers.ts). */
 import type { Task } from '../core/types.ts';
+import type { AttemptRecord } from '../db/leases.ts';
+import type { AttemptAnswer, TaskAnswer, TaskDetailAnswer, TaskStateAnswer } from './answers.ts';
 
 /**
  * What a key without `tasks:read` may see of a task it did not just create (a dedup hit, a
  * cancel, a redrive): that it exists and its state, not its URL, body, result or errors.
  */
-export function taskStateView(task: Pick<Task, 'id' | 'queue' | 'status'>) {
+export function taskStateView(task: Pick<Task, 'id' | 'queue' | 'status'>): TaskStateAnswer {
   return { id: task.id, queue: task.queue, status: task.status };
 }
 
-export function taskView(task: Task, options: { body?: boolean } = {}) {
+export function taskView(task: Task): TaskAnswer {
   return {
     id: task.id,
     queue: task.queue,
@@ -40,8 +42,30 @@ export function taskView(task: Task, options: { body?: boolean } = {}) {
     updated_at: task.updatedAt.toISOString(),
     finished_at: task.finishedAt?.toISOString() ?? null,
     schedule: task.schedule ? { name: task.schedule.name, slot: task.schedule.slot.toISOString() } : null,
-    // Header values may be credentials for the target: only their names are shown.
-    ...(options.body ? { content_type: task.contentType, header_names: Object.keys(task.headers), ...bodyView(task) } : {}),
+  };
+}
+
+/** One task with its body and every attempt. Header values may be credentials for the target: only their names are shown. */
+export function taskDetailView(task: Task, attempts: readonly AttemptRecord[]): TaskDetailAnswer {
+  return {
+    ...taskView(task),
+    content_type: task.contentType,
+    header_names: Object.keys(task.headers),
+    ...bodyView(task),
+    attempt_history: attempts.map(attemptView),
+  };
+}
+
+function attemptView(a: AttemptRecord): AttemptAnswer {
+  return {
+    attempt: a.attempt,
+    lease_id: a.leaseId,
+    started_at: a.startedAt.toISOString(),
+    ended_at: a.endedAt.toISOString(),
+    outcome: a.outcome,
+    http_status: a.httpStatus,
+    duration_ms: a.durationMs,
+    error: a.error,
   };
 }
 

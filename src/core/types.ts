@@ -35,6 +35,10 @@ export const UNFINISHED_STATUSES = ['pending', 'leased', 'waiting'] as const sat
 /** States a task never leaves (except `dead`, through an explicit redrive). */
 export const FINAL_STATUSES = ['succeeded', 'dead', 'cancelled', 'expired'] as const satisfies readonly TaskStatus[];
 
+/** How an attempt ended, as its history records it. */
+export const ATTEMPT_OUTCOMES = ['succeeded', 'retry', 'deferred', 'released', 'waiting', 'dead', 'cancelled'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
 export const HTTP_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
 

@@ -1,5 +1,5 @@
 /** Lease calls' reads and the heartbeat's compare-and-set (endings go through settle.ts). */
-import type { Task } from '../core/types.ts';
+import type { AttemptOutcome, Task } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { ATTEMPTS_OF_TASK } from './history.ts';
 import { type TaskRow, toTask } from './rows.ts';
@@ -56,7 +56,7 @@ export interface AttemptRecord {
   leaseId: string;
   startedAt: Date;
   endedAt: Date;
-  outcome: string;
+  outcome: AttemptOutcome;
   httpStatus: number | null;
   durationMs: number | null;
   error: string | null;
@@ -69,7 +69,7 @@ export async function taskAttempts(db: Queryable, taskId: string): Promise<Attem
     lease_id: string;
     started_at: Date;
     ended_at: Date;
-    outcome: string;
+    outcome: AttemptOutcome;
     http_status: number | null;
     duration_ms: number | null;
     error: string | null;

@@ -1,19 +1,33 @@
-/** The SDK's wire types, the API's zod schemas and the OpenAPI document say the same thing. */
+/**
+ * The SDK's wire types, the API's zod schemas and the OpenAPI document say the same thing.
+ * The SDK's types are written out so that the SDK needs no zod; here each is held equal to the
+ * schema the API validates a request with, or builds an answer from (src/api/answers.ts).
+ */
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
+import type * as answers from '../../src/api/answers.ts';
 import { openApiDocument } from '../../src/api/openapi.ts';
 import { enqueueSchema } from '../../src/api/schemas.ts';
-import type { taskView } from '../../src/api/views.ts';
-import type { EnqueueRequest, TaskView } from '../../src/sdk/protocol/wire.ts';
+import type * as wire from '../../src/sdk/protocol/wire.ts';
+
+type Answer<T extends z.ZodType> = z.output<T>;
 
 describe('the wire format', () => {
   it('has the same enqueue fields in the SDK types as in the schema the API validates with', () => {
-    expectTypeOf<keyof EnqueueRequest>().toEqualTypeOf<keyof z.input<typeof enqueueSchema>>();
-    expectTypeOf<z.input<typeof enqueueSchema>>().toExtend<EnqueueRequest>();
+    expectTypeOf<keyof wire.EnqueueRequest>().toEqualTypeOf<keyof z.input<typeof enqueueSchema>>();
+    expectTypeOf<z.input<typeof enqueueSchema>>().toExtend<wire.EnqueueRequest>();
   });
 
-  it('types every field of the task view the API sends', () => {
-    expectTypeOf<ReturnType<typeof taskView>>().toExtend<TaskView>();
+  it('types every answer the SDK reads exactly as the API builds it', () => {
+    expectTypeOf<wire.TaskView>().toEqualTypeOf<Answer<typeof answers.task>>();
+    expectTypeOf<wire.TaskDetail>().toEqualTypeOf<Answer<typeof answers.taskDetail>>();
+    expectTypeOf<wire.AttemptView>().toEqualTypeOf<Answer<typeof answers.attempt>>();
+    expectTypeOf<wire.EnqueuedTask | wire.EnqueuedRef>().toExtend<Answer<typeof answers.enqueued>>();
+    expectTypeOf<Answer<typeof answers.enqueued>>().toExtend<wire.EnqueuedTask | wire.EnqueuedRef>();
+    expectTypeOf<wire.TaskList>().toEqualTypeOf<Answer<typeof answers.taskList>>();
+    expectTypeOf<wire.QueueView>().toEqualTypeOf<Answer<typeof answers.queue>>();
+    expectTypeOf<wire.ConcurrencyView>().toEqualTypeOf<Answer<typeof answers.queueConcurrency>>();
+    expectTypeOf<wire.ScheduleView>().toEqualTypeOf<Answer<typeof answers.schedule>>();
   });
 
   it('is described by the OpenAPI document, generated from the same schema', () => {

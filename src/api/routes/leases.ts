@@ -6,20 +6,22 @@
  */
 import { type Context, Hono } from 'hono';
 import { createMiddleware } from 'hono/factory';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { claimQueuesJson } from '../../config.ts';
 import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
-import { storable, textProblem } from '../../core/text.ts';
-import { isTaskId, LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
+import { storable } from '../../core/text.ts';
+import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
 import { leaseSettleMany } from '../../db/settle.ts';
 import { leaseWait } from '../../db/waits.ts';
 import { verifyLeaseToken } from '../../security/lease-token.ts';
+import type { Answer, leaseEnded, leaseExtended, leaseWaiting } from '../answers.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { completeSchema, failSchema, heartbeatSchema, releaseSchema, waitSchema } from '../schemas.ts';
 
 export const leases = new Hono<AppEnv>();
 
@@ -35,30 +37,6 @@ const requireLeaseToken = createMiddleware<AppEnv>(async (c, next) => {
 
 leases.use('/:lease/*', requireLeaseToken);
 
-const optionalText = (max: number) =>
-  z
-    .string()
-    .max(max)
-    .refine((s) => textProblem(s) === null, 'must be well-formed text without NUL characters')
-    .optional();
-
-const heartbeatSchema = z.object({ extend_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional() }).strict();
-const completeSchema = z.object({ result: z.unknown().optional() }).strict();
-const failSchema = z
-  .object({
-    error: optionalText(LIMITS.errorChars).default('failed by the lease holder'),
-    retry: z.boolean().default(true),
-    retry_after_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
-  })
-  .strict();
-const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
-const waitSchema = z
-  .object({
-    /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */
-    children: z.array(z.string().refine(isTaskId, 'must be a task id')).min(1).max(1_000).optional(),
-  })
-  .strict();
-
 leases.post('/:lease/heartbeat', async (c) => {
   const body = parse(heartbeatSchema, await readOptionalJson(c.req.raw));
   const leaseId = c.req.param('lease');
@@ -66,7 +44,11 @@ leases.post('/:lease/heartbeat', async (c) => {
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
   const { task } = found;
   const result = await leaseHeartbeat(c.var.db, task.id, leaseId, body.extend_ms ?? task.leaseMs, c.var.config.maxLeaseMs);
-  if (result.ok) return c.json({ lease_id: leaseId, task_id: task.id, expires_at: result.expiresAt.toISOString() });
+  if (result.ok) {
+    return c.json({ lease_id: leaseId, task_id: task.id, expires_at: result.expiresAt.toISOString() } satisfies Answer<
+      typeof leaseExtended
+    >);
+  }
   // Not extended. A cancellation asked for ends the lease now (the slot is free at once);
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
   if (task.cancelRequestedAt !== null) {
@@ -121,7 +103,7 @@ leases.post('/:lease/wait', async (c) => {
         waiting_on: result.waitingOn,
         lent_queue: result.lentQueue,
         lent_key: result.lentKey,
-      });
+      } satisfies Answer<typeof leaseWaiting>);
     case 'lease_lost':
       throw lostOrCancelled((await leaseFind(c.var.db, taskId, leaseId))?.task ?? null);
     case 'not_children':
@@ -150,7 +132,7 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   // `complete` repeated on the lease that completed the task (even concurrently): the same answer.
   const repeated = (found: Awaited<ReturnType<typeof leaseFind>>) =>
     found && !found.current && call.kind === 'complete' && found.task.status === 'succeeded'
-      ? c.json({ task_id: found.task.id, status: 'succeeded', repeated: true })
+      ? c.json({ task_id: found.task.id, status: 'succeeded', repeated: true } satisfies Answer<typeof leaseEnded>)
       : null;
   const found = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const again = repeated(found);
@@ -159,7 +141,7 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   const status = await endLease(c.var.db, found.task, call);
   if (status) {
     c.var.poke();
-    return c.json({ task_id: found.task.id, status });
+    return c.json({ task_id: found.task.id, status } satisfies Answer<typeof leaseEnded>);
   }
   const now = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const raced = repeated(now);

@@ -1,6 +1,7 @@
 /** Unauthenticated endpoints: health, the public signing keys, the OpenAPI document and its page. */
 import { Hono } from 'hono';
 import { type SchemaState, schemaProblem, schemaState } from '../../db/migrate.ts';
+import type { Answer, health } from '../answers.ts';
 import type { AppEnv } from '../context.ts';
 import { openApiDocument } from '../openapi.ts';
 
@@ -12,10 +13,10 @@ meta.get('/healthz', async (c) => {
   try {
     state = await schemaState(c.var.db);
   } catch {
-    return c.json({ status: 'unavailable', detail: 'the database does not answer' }, 503);
+    return c.json({ status: 'unavailable', detail: 'the database does not answer' } satisfies Answer<typeof health>, 503);
   }
-  if (state !== 'current') return c.json({ status: 'unavailable', detail: schemaProblem(state) }, 503);
-  return c.json({ status: 'ok' });
+  if (state !== 'current') return c.json({ status: 'unavailable', detail: schemaProblem(state) } satisfies Answer<typeof health>, 503);
+  return c.json({ status: 'ok' } satisfies Answer<typeof health>);
 });
 
 meta.get('/.well-known/jwks.json', async (c) => {

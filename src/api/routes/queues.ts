@@ -6,6 +6,7 @@
 import { Hono } from 'hono';
 import { LIMITS } from '../../core/types.ts';
 import type { SlotHolder } from '../../db/queues.ts';
+import type { Answer, forcedRelease, keyLimit, queueConcurrency, queueList } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -25,7 +26,9 @@ import {
 
 export const queues = new Hono<AppEnv>();
 
-queues.get('/', requireScope('tasks:read'), async (c) => c.json({ queues: await listQueues(c.var.config, c.var.db) }));
+queues.get('/', requireScope('tasks:read'), async (c) =>
+  c.json({ queues: await listQueues(c.var.config, c.var.db) } satisfies Answer<typeof queueList>),
+);
 
 queues.get('/:queue', requireScope('tasks:read'), async (c) => {
   const name = queueName(c.req.param('queue'));
@@ -52,7 +55,7 @@ queues.put('/:queue/keys/:key', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));
   const key = concurrencyKey(c.req.param('key'));
   const { limit } = await setKeyLimit(c.var, name, key, await readJson(c.req.raw, LIMITS.requestBytes));
-  return c.json({ queue: name, key, limit, source: 'override' });
+  return c.json({ queue: name, key, limit, source: 'override' } satisfies Answer<typeof keyLimit>);
 });
 
 queues.delete('/:queue/keys/:key', requireScope('admin'), async (c) => {
@@ -75,11 +78,11 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
     queue_level: p.queueLevel,
     keys: p.keys.map(({ holders, ...k }) => ({ ...k, slots: slots(holders) })),
     keyless: { active: p.keyless.length, slots: slots(p.keyless) },
-  });
+  } satisfies Answer<typeof queueConcurrency>);
 });
 
 queues.post('/:queue/leases/:lease/release', requireScope('admin'), async (c) => {
   const lease = c.req.param('lease');
   const taskId = await releaseLease(c.var, queueName(c.req.param('queue')), lease);
-  return c.json({ released: true, task_id: taskId, lease_id: lease });
+  return c.json({ released: true, task_id: taskId, lease_id: lease } satisfies Answer<typeof forcedRelease>);
 });

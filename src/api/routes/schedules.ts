@@ -24,6 +24,7 @@ import {
   scheduleResume,
   toTemplate,
 } from '../../db/schedules.ts';
+import type { Answer, ScheduleAnswer, scheduleList as scheduleListAnswer, scheduleState } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
@@ -58,7 +59,8 @@ schedules.get('/', requireScope('tasks:read'), async (c) => {
   const { cursor, limit } = parsed.data;
   const rows = await scheduleList(c.var.db, { afterName: cursor, limit });
   const last = rows.at(-1);
-  return c.json({ schedules: rows.map(scheduleView), next_cursor: rows.length === limit && last ? last.name : null });
+  const next_cursor = rows.length === limit && last ? last.name : null;
+  return c.json({ schedules: rows.map(scheduleView), next_cursor } satisfies Answer<typeof scheduleListAnswer>);
 });
 
 /** The `:name` of the path, refused (400) when no schedule could have it: nothing reaches the database. */
@@ -143,7 +145,7 @@ function validateSchedule(raw: unknown, config: Config): { schedule: Omit<NewSch
   };
 }
 
-function scheduleView(s: Schedule) {
+function scheduleView(s: Schedule): ScheduleAnswer {
   const t = s.template;
   return {
     name: s.name,
@@ -165,7 +167,7 @@ function scheduleView(s: Schedule) {
       method: t.method,
       concurrency_key: t.concurrency_key,
       concurrency_limit: t.concurrency_limit,
-      rate_limit: t.rate_limit === null ? null : { limit: t.rate_limit, period_ms: t.rate_period_ms },
+      rate_limit: t.rate_limit === null || t.rate_period_ms === null ? null : { limit: t.rate_limit, period_ms: t.rate_period_ms },
       priority: t.priority,
       ttl_ms: t.ttl_ms,
       max_attempts: t.max_attempts,
@@ -182,6 +184,6 @@ function scheduleView(s: Schedule) {
 }
 
 /** What a key without `tasks:read` sees of a schedule it pauses or resumes. */
-function scheduleStateView(s: Schedule) {
+function scheduleStateView(s: Schedule): Answer<typeof scheduleState> {
   return { name: s.name, paused: s.paused, next_fire_at: s.nextFireAt?.toISOString() ?? null };
 }

@@ -6,14 +6,14 @@ import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import { type Poke, pokeForTasks } from '../../core/wake.ts';
 import { type Enqueued, type NewTask, type TaskRef, taskInsertMany, taskInsertManyRefs } from '../../db/enqueue.ts';
-import type { AttemptRecord } from '../../db/leases.ts';
 import { taskChildren } from '../../db/waits.ts';
+import type { Answer, children as childList, enqueued, enqueuedBatch, taskList } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { batchSchema, checkTask } from '../schemas.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
-import { taskStateView, taskView } from '../views.ts';
+import { taskDetailView, taskStateView, taskView } from '../views.ts';
 
 export const tasks = new Hono<AppEnv>();
 
@@ -27,14 +27,15 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.batchRequestBytes);
   const parsed = batchSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  return c.json({ tasks: await enqueue(c, validateTasks(parsed.data.tasks, c.var.config, 'tasks')) }, 201);
+  const tasks = await enqueue(c, validateTasks(parsed.data.tasks, c.var.config, 'tasks'));
+  return c.json({ tasks } satisfies Answer<typeof enqueuedBatch>, 201);
 });
 
 /**
  * Writes the tasks, wakes the dispatcher, and answers each task whole or, when the request
  * says `Prefer: return=minimal`, as its id, queue and status only (read back as no more).
  */
-async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]) {
+async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]): Promise<Answer<typeof enqueued>[]> {
   if (prefersMinimal(c.req.header('prefer'))) {
     const refs = await taskInsertManyRefs(c.var.db, newTasks);
     pokeForNew(c.var.poke, refs);
@@ -48,19 +49,19 @@ async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]) {
 
 tasks.get('/', requireScope('tasks:read'), async (c) => {
   const { tasks, nextCursor } = await listTasks(c.var.db, c.req.query());
-  return c.json({ tasks: tasks.map((t) => taskView(t)), next_cursor: nextCursor });
+  return c.json({ tasks: tasks.map((t) => taskView(t)), next_cursor: nextCursor } satisfies Answer<typeof taskList>);
 });
 
 tasks.get('/:id', requireScope('tasks:read'), async (c) => {
   const { task, attempts } = await getTask(c.var.db, c.req.param('id'));
-  return c.json({ ...taskView(task, { body: true }), attempt_history: attempts.map(attemptView) });
+  return c.json(taskDetailView(task, attempts));
 });
 
 /** The tasks it enqueued as their parent (`parent_id`), oldest first, up to 1,000: what a resumed parent reads. */
 tasks.get('/:id/children', requireScope('tasks:read'), async (c) => {
   const { task } = await getTask(c.var.db, c.req.param('id'));
   const children = await taskChildren(c.var.db, task.id, CHILDREN_SHOWN);
-  return c.json({ children: children.map((t) => taskView(t)) });
+  return c.json({ children: children.map((t) => taskView(t)) } satisfies Answer<typeof childList>);
 });
 
 const CHILDREN_SHOWN = 1_000;
@@ -98,19 +99,6 @@ function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued<TaskRef>
 }
 
 /** A new task is the caller's own; a dedup hit may be another caller's, shown whole only to readers. */
-function enqueuedView(e: Enqueued, canRead: boolean) {
+function enqueuedView(e: Enqueued, canRead: boolean): Answer<typeof enqueued> {
   return { ...(e.deduplicated && !canRead ? taskStateView(e.task) : taskView(e.task)), deduplicated: e.deduplicated };
-}
-
-function attemptView(a: AttemptRecord) {
-  return {
-    attempt: a.attempt,
-    lease_id: a.leaseId,
-    started_at: a.startedAt.toISOString(),
-    ended_at: a.endedAt.toISOString(),
-    outcome: a.outcome,
-    http_status: a.httpStatus,
-    duration_ms: a.durationMs,
-    error: a.error,
-  };
 }

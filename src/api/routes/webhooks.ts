@@ -2,6 +2,7 @@
 import { Hono } from 'hono';
 import { ConflictError, ValidationError } from '../../core/errors.ts';
 import { endpointWebhookSecret, webhookEndpoint } from '../../security/webhook-secrets.ts';
+import type { Answer, webhookSecret } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import type { AppEnv } from '../context.ts';
 
@@ -20,5 +21,5 @@ webhooks.get('/secret', requireScope('admin'), async (c) => {
     endpoint: webhookEndpoint(url),
     secret: await endpointWebhookSecret(master, url),
     ...(next ? { next_secret: await endpointWebhookSecret(next, url) } : {}),
-  });
+  } satisfies Answer<typeof webhookSecret>);
 });

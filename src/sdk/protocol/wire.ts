@@ -1,10 +1,19 @@
 /**
- * The API's wire format (snake_case), as TypeScript types for SDK users. The API validates
- * with zod schemas (src/api/schemas.ts); test/unit/wire.test.ts holds the two in step.
+ * The API's wire format (snake_case), as TypeScript types for SDK users, written out so that
+ * the SDK needs no zod. The API validates requests with zod schemas (src/api/schemas.ts) and
+ * builds its answers from others (src/api/answers.ts); test/unit/wire.test.ts holds each type
+ * here equal to its schema there.
  */
 
 export type HttpMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'GET';
 export type TaskStatus = 'pending' | 'leased' | 'waiting' | 'succeeded' | 'dead' | 'cancelled' | 'expired';
+/** Where a setting's value comes from: a run-time override, the environment, the task, or the default. */
+export type Source = 'override' | 'env' | 'task' | 'default';
+/** At most `limit` pushes in any window of `period_ms`. */
+export interface Rate {
+  limit: number;
+  period_ms: number;
+}
 
 export interface EnqueueRequest {
   /** Endpoint to push to. Default: the queue's `url`. */
@@ -55,7 +64,7 @@ export interface TaskView {
   method: HttpMethod;
   concurrency_key: string | null;
   concurrency_limit: number | null;
-  rate_limit: { limit: number; period_ms: number } | null;
+  rate_limit: Rate | null;
   parent_id: string | null;
   resumes: number;
   priority: number;
@@ -74,13 +83,18 @@ export interface TaskView {
   created_at: string;
   updated_at: string;
   finished_at: string | null;
+  /** The schedule and slot that enqueued the task; null for a task enqueued by a call. */
+  schedule: { name: string; slot: string } | null;
 }
 
 export interface EnqueuedTask extends TaskView {
   deduplicated: boolean;
 }
 
-/** What a bulk enqueue with `{ minimal: true }` reads back of each task (`Prefer: return=minimal`). */
+/**
+ * What a bulk enqueue with `{ minimal: true }` reads back of each task (`Prefer: return=minimal`),
+ * and what a key without tasks:read sees of a deduplicated hit.
+ */
 export interface EnqueuedRef {
   id: string;
   queue: string;
@@ -93,7 +107,7 @@ export interface AttemptView {
   lease_id: string;
   started_at: string;
   ended_at: string;
-  outcome: 'succeeded' | 'retry' | 'deferred' | 'released' | 'dead' | 'cancelled';
+  outcome: 'succeeded' | 'retry' | 'deferred' | 'released' | 'waiting' | 'dead' | 'cancelled';
   http_status: number | null;
   duration_ms: number | null;
   error: string | null;
@@ -101,7 +115,9 @@ export interface AttemptView {
 
 export interface TaskDetail extends TaskView {
   content_type: string;
+  /** Header values may be credentials for the target: only their names are shown. */
   header_names: string[];
+  /** The JSON body, when it is JSON; else `body_text`. */
   body?: unknown;
   body_text?: string | null;
   attempt_history: AttemptView[];
@@ -121,7 +137,7 @@ export interface QueueSettingsPatch {
 
 export interface Sourced<T> {
   value: T;
-  source: 'override' | 'env' | 'task' | 'default';
+  source: Source;
 }
 
 export interface QueueView {
@@ -131,8 +147,8 @@ export interface QueueView {
   priority: Sourced<number>;
   paused: Sourced<boolean>;
   /** At most `limit` pushes per `period_ms`: of the queue, and of each key by default. */
-  rate: Sourced<{ limit: number; period_ms: number } | null>;
-  key_rate: Sourced<{ limit: number; period_ms: number } | null>;
+  rate: Sourced<Rate | null>;
+  key_rate: Sourced<Rate | null>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;
@@ -150,9 +166,15 @@ export interface SlotView {
 
 /** A level's rate in force, where it comes from, and its grants still inside their period. */
 export interface RateInUse {
-  value: { limit: number; period_ms: number } | null;
-  source: 'override' | 'env' | 'task' | 'default';
+  value: Rate | null;
+  source: Source;
   used: number;
+}
+
+export interface LevelView {
+  limit: number | null;
+  source: Source;
+  active: number;
 }
 
 /**
@@ -161,8 +183,58 @@ export interface RateInUse {
  */
 export interface ConcurrencyView {
   queue: string;
-  cluster: { limit: number | null; source: string; active: number };
-  queue_level: { limit: number | null; source: string; active: number; paused: boolean; rate: RateInUse; waiting: number };
-  keys: Array<{ key: string; limit: number | null; source: string; active: number; rate: RateInUse; waiting: number; slots: SlotView[] }>;
+  cluster: LevelView;
+  queue_level: QueueLevelView;
+  keys: KeyLevelView[];
   keyless: { active: number; slots: SlotView[] };
+}
+
+export interface QueueLevelView extends LevelView {
+  paused: boolean;
+  rate: RateInUse;
+  waiting: number;
+}
+
+export interface KeyLevelView extends LevelView {
+  key: string;
+  rate: RateInUse;
+  waiting: number;
+  slots: SlotView[];
+}
+
+/** A schedule: its cron expression and zone, the task it fires, and what its last slot did. */
+export interface ScheduleView {
+  name: string;
+  cron: string;
+  timezone: string;
+  overlap: 'skip' | 'queue' | 'allow';
+  paused: boolean;
+  next_fire_at: string | null;
+  last_slot_at: string | null;
+  last_outcome: 'fired' | 'skipped' | null;
+  last_task_id: string | null;
+  fired: number;
+  skipped: number;
+  missed: number;
+  /** The task each firing enqueues, every default resolved; header values are not shown. */
+  task: {
+    queue: string;
+    url: string;
+    method: HttpMethod;
+    concurrency_key: string | null;
+    concurrency_limit: number | null;
+    rate_limit: Rate | null;
+    priority: number;
+    ttl_ms: number | null;
+    max_attempts: number;
+    backoff: { initial_ms: number; max_ms: number; factor: number; jitter: number };
+    timeout_ms: number;
+    lease_ms: number;
+    content_type: string;
+    header_names: string[];
+    body?: unknown;
+    body_text?: string | null;
+  };
+  created_at: string;
+  updated_at: string;
 }

@@ -1,0 +1,11 @@
+import type { z } from 'zod';
+import type * as answers from '../src/api/answers.ts';
+import type * as wire from '../src/sdk/protocol/wire.ts';
+type A = z.output<typeof answers.queueConcurrency>;
+const a: A = null as unknown as wire.ConcurrencyView;
+const b: wire.ConcurrencyView = null as unknown as A;
+type K = A['keys'][number];
+type W = wire.ConcurrencyView['keys'][number];
+const c: [K] extends [W] ? ([W] extends [K] ? 'same' : 'W not K') : 'K not W' = 'same';
+type KL = A['queue_level']; type WL = wire.ConcurrencyView['queue_level'];
+const d: [KL] extends [WL] ? ([WL] extends [KL] ? 'same' : 'W not K') : 'K not W' = 'same';
