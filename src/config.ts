@@ -46,6 +46,11 @@ export const queueLimitsSchema = z
     rate: rateSchema.optional(),
     /** Pushes per concurrency key per period (a key's default rate). */
     key_rate: rateSchema.optional(),
+    /**
+     * Limits that learn (AIMD): the queue's and its keys' limits become ceilings, halved on an
+     * overload answer (429, 503, a refused connection), raised by one after a window of successes.
+     */
+    adaptive: z.boolean().optional(),
   })
   .strict();
 export type QueueLimits = z.infer<typeof queueLimitsSchema>;
@@ -321,6 +326,13 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
 }
 
 /** The environment's claim-time queue settings, as the claim statement takes them. */
+/** The environment's adaptive queues (a run-time override may change any), for the settle. */
+export function adaptiveQueues(config: Config): string[] {
+  return Object.entries(config.queues)
+    .filter(([, q]) => q.adaptive === true)
+    .map(([name]) => name);
+}
+
 export function claimQueuesJson(config: Config): string {
   const out: Record<string, QueueLimits> = {};
   for (const [name, q] of Object.entries(config.queues)) {
@@ -331,6 +343,7 @@ export function claimQueuesJson(config: Config): string {
       paused: q.paused,
       rate: q.rate,
       key_rate: q.key_rate,
+      adaptive: q.adaptive,
     };
   }
   return JSON.stringify(out);

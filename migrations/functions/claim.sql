@@ -92,7 +92,8 @@ create trigger tasks_lanes_on_insert after insert on sluice.tasks
 --    again (4 rounds at most).
 -- Rate limits (0011_rate_limits.sql) cut a queue's budget and a lane's room like the
 -- concurrency limits do, by the live grants at their level; every task leased under a rate
--- leaves a grant at each limited level.
+-- leaves a grant at each limited level. A level's hold (a Retry-After) and an adaptive queue's
+-- learnt limit (0016_levels.sql) cut them too.
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null)
 returns setof sluice.tasks
 language plpgsql volatile set plan_cache_mode = force_generic_plan as $$
@@ -208,10 +209,10 @@ begin
       from due_queues d where d.queue is not null
     ),
     budgets as (
-      select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused,
-             (s.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
-             case when s.paused then 0
-                  else least((select budget from cluster), coalesce(s.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0), v_want),
+      select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused, s.adaptive, e.held,
+             (e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
+             case when s.paused or e.held then 0
+                  else least((select budget from cluster), coalesce(e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0), v_want),
                              coalesce(r.room, v_want)) end::integer as budget
       from due_queues d
       left join sluice.queues q on q.name = d.queue
@@ -223,8 +224,19 @@ begin
                coalesce((q.options ->> 'key_concurrency')::integer, (p_queues -> d.queue ->> 'key_concurrency')::integer) as key_concurrency,
                coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority,
                coalesce(q.options -> 'rate', p_queues -> d.queue -> 'rate') as rate,
-               coalesce(q.options -> 'key_rate', p_queues -> d.queue -> 'key_rate') as key_rate
+               coalesce(q.options -> 'key_rate', p_queues -> d.queue -> 'key_rate') as key_rate,
+               coalesce((q.options ->> 'adaptive')::boolean, (p_queues -> d.queue ->> 'adaptive')::boolean, false) as adaptive
       ) s
+      -- What the queue learnt from its endpoint (0016_levels.sql): a Retry-After holds it, and
+      -- an adaptive queue's limit is the one it has come to, never above the configured one and
+      -- never so low that tasks waiting on children would hold every slot.
+      left join sluice.levels lv on lv.queue = d.queue and lv.lane = '*'
+      cross join lateral (
+        select coalesce(lv.held_until > v_now, false) as held,
+               case when s.adaptive and lv.effective is not null
+                    then least(coalesce(s.concurrency, lv.effective), greatest(lv.effective, coalesce(wt.n, 0) + 1))
+                    else s.concurrency end as concurrency
+      ) e
       -- The queue's rate: its limit less the grants still inside their period.
       left join lateral (
         select (s.rate ->> 'limit')::integer - count(*)::integer as room from sluice.rate_grants g
@@ -238,21 +250,30 @@ begin
       cross join lateral (
         select k.id, k.lane, k.served, least(room.value, rate_room.value) as room, key_rate.value as key_rate
         from sluice.lanes k
+        -- A key's hold and learnt limit, as the queue's above (keyless tasks learn at the queue).
+        left join sluice.levels kv on kv.queue = k.queue and kv.lane = k.lane and k.lane <> ''
         cross join lateral (
           select case when k.lane = '' then null else coalesce(
             (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
             k.task_limit,
             b.key_concurrency
-          ) end as value
+          ) end as value,
+          b.adaptive and kv.effective is not null as learnt
         ) lim
         cross join lateral (
-          select case when lim.value is null then v_want
-                      else lim.value - (select count(*)::integer from sluice.tasks t
-                                        where t.status = 'leased' and t.lease_expires_at > v_now
-                                          and t.queue = k.queue and t.lane = k.lane)
-                                     - (select count(*)::integer from sluice.tasks t
-                                        where v_waiting and t.status = 'waiting' and not t.lent_key
-                                          and t.queue = k.queue and t.lane = k.lane) end as value
+          select (select count(*)::integer from sluice.tasks t
+                  where (lim.value is not null or lim.learnt) and t.status = 'leased' and t.lease_expires_at > v_now
+                    and t.queue = k.queue and t.lane = k.lane) as leased,
+                 (select count(*)::integer from sluice.tasks t
+                  where (lim.value is not null or lim.learnt) and v_waiting and t.status = 'waiting' and not t.lent_key
+                    and t.queue = k.queue and t.lane = k.lane) as waiting
+        ) held_by
+        cross join lateral (
+          select case when lim.learnt then least(coalesce(lim.value, kv.effective), greatest(kv.effective, held_by.waiting + 1))
+                      else lim.value end as value
+        ) eff
+        cross join lateral (
+          select case when eff.value is null then v_want else eff.value - held_by.leased - held_by.waiting end as value
         ) room
         -- The key's rate: the one its first task gave, else the queue's key_rate.
         cross join lateral (
@@ -266,6 +287,7 @@ begin
                                                                     where g.queue = k.queue and g.lane = k.lane and g.until > v_now) end as value
         ) rate_room
         where k.queue = b.queue and k.head_priority is not null and room.value > 0 and rate_room.value > 0
+          and not coalesce(kv.held_until > v_now, false)
         order by k.head_priority, k.served, k.id
         limit b.budget
       ) w
@@ -299,7 +321,8 @@ begin
     -- own limit, the cluster's (no room, or the room went to queues ranked before it), or every
     -- due key at its limit. A queue whose lanes only promised too much is not held back.
     held as (
-      select b.queue, case when b.paused then 'paused' when b.queue_full then 'queue' when b.rate_full then 'rate' when b.budget = 0 then 'cluster'
+      select b.queue, case when b.paused then 'paused' when b.held then 'held' when b.queue_full then 'queue' when b.rate_full then 'rate'
+                           when b.budget = 0 then 'cluster'
                            when not exists (select 1 from lanes la where la.queue = b.queue) then 'key'
                            else 'cluster' end as reason
       from budgets b

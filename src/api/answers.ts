@@ -144,6 +144,7 @@ export const queue = z
     paused: sourced(z.boolean()),
     rate: sourced(rate),
     key_rate: sourced(rate),
+    adaptive: sourced(z.boolean()).describe('Limits that learn from the endpoint (AIMD): the configured ones are ceilings.'),
     key_from: z.string().nullable(),
     url: z.string().nullable(),
     max_attempts: z.int(),

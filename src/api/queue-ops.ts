@@ -73,6 +73,7 @@ function queueView(config: Config, name: string, limits: EffectiveQueueLimits, c
     paused: field(limits.paused),
     rate: field(limits.rate),
     key_rate: field(limits.keyRate),
+    adaptive: field(limits.adaptive),
     key_from: defaults.keyFrom,
     url: defaults.url,
     max_attempts: defaults.maxAttempts,

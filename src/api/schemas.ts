@@ -275,6 +275,7 @@ export const overridePatchSchema = z
     paused: z.boolean().nullable().optional(),
     rate: rateSchema.nullable().optional(),
     key_rate: rateSchema.nullable().optional(),
+    adaptive: z.boolean().nullable().optional(),
   })
   .strict();
 

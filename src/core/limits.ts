@@ -27,6 +27,7 @@ export interface QueueLimitSettings {
   paused?: boolean | undefined;
   rate?: Rate | undefined;
   key_rate?: Rate | undefined;
+  adaptive?: boolean | undefined;
 }
 
 export interface EffectiveQueueLimits {
@@ -36,6 +37,7 @@ export interface EffectiveQueueLimits {
   paused: Resolved<boolean>;
   rate: Resolved<Rate | null>;
   keyRate: Resolved<Rate | null>;
+  adaptive: Resolved<boolean>;
 }
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
@@ -54,6 +56,7 @@ export function resolveQueueLimits(env: QueueLimitSettings | undefined, override
     paused: pick('paused', false),
     rate: pick<Rate | null>('rate', null),
     keyRate: pick<Rate | null>('key_rate', null),
+    adaptive: pick('adaptive', false),
   };
 }
 

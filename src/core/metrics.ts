@@ -31,9 +31,9 @@ export const COUNTED = {
   held_back: {
     name: 'sluice_held_back_total',
     type: 'counter',
-    help: 'Claim passes that found tasks due in a queue and could lease none of them, by what stopped them: cluster, queue (its concurrency), rate (its rate), key (every due key at its concurrency or rate), paused.',
+    help: 'Claim passes that found tasks due in a queue and could lease none of them, by what stopped them: cluster, queue (its concurrency, or its learnt limit when adaptive), rate (its rate), key (every due key at its concurrency, learnt limit, rate or hold), paused, held (a Retry-After holds the queue).',
     label: 'limit',
-    values: ['cluster', 'queue', 'rate', 'key', 'paused'],
+    values: ['cluster', 'queue', 'rate', 'key', 'paused', 'held'],
     perQueue: true,
   },
   due_to_push: {

@@ -64,6 +64,31 @@ export function classifyPush(result: PushResult, nowMs: number): Outcome {
   return { type: 'failed', retryable, error: detail ? `${what}: ${detail}` : what, status };
 }
 
+/**
+ * What an answer says of the endpoint's capacity, for its level (the key's, else the queue's):
+ * `ok` (answered 2xx), `overload` (429 or 503 without Retry-After, or a refused connection),
+ * `hold` (429 or 503 with Retry-After: the whole level waits until then). Only adaptive queues
+ * learn from `ok` and `overload`; every queue is held. A push that went unanswered (a timeout,
+ * a reset connection) keeps its lease and says nothing here.
+ */
+export type Signal = 'ok' | 'overload' | 'hold';
+
+export function pushSignal(outcome: Outcome): Signal | null {
+  switch (outcome.type) {
+    case 'succeeded':
+    case 'lease_kept':
+      return 'ok';
+    case 'deferred':
+      return 'hold';
+    case 'failed':
+      if (outcome.status === 429 || outcome.status === 503) return 'overload';
+      // Retryable with no status: the connection was refused before anything was sent.
+      return outcome.status === null && outcome.retryable ? 'overload' : null;
+    case 'unanswered':
+      return null;
+  }
+}
+
 /** `Retry-After` as delta-seconds or an HTTP date; `null` when absent or unreadable. */
 export function parseRetryAfter(value: string | undefined, nowMs: number): number | null {
   if (value === undefined) return null;

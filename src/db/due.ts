@@ -1,7 +1,7 @@
 /**
  * When the next thing comes due (docs/DESIGN.md §6): the earliest `run_at` of a pending task
  * (delayed, retried, deferred) not yet seen by a claim pass, the earliest lease expiry, and
- * the end of a rate limit's oldest grant where due tasks wait for it: an
+ * the end of a rate limit's oldest grant or of a level's hold where due tasks wait for it: an
  * index probe (`tasks_delayed`) and a scan of the leased rows' index (`tasks_lane_leased`;
  * leased rows are bounded by the limits), measured on the database's clock so that a
  * dispatcher whose clock differs still wakes on time.
@@ -25,7 +25,12 @@ select (extract(epoch from least(
   (select g.until from sluice.rate_grants g
    where g.until > statement_timestamp()
      and exists (select 1 from sluice.lanes k where k.queue = g.queue and k.head_priority is not null and (g.lane = '*' or k.lane = g.lane))
-   order by g.until limit 1)
+   order by g.until limit 1),
+  -- A held level (a Retry-After, 0016_levels.sql) with due tasks: free when its hold ends.
+  (select lv.held_until from sluice.levels lv
+   where lv.held_until > statement_timestamp()
+     and exists (select 1 from sluice.lanes k where k.queue = lv.queue and k.head_priority is not null and (lv.lane = '*' or k.lane = lv.lane))
+   order by lv.held_until limit 1)
 ) - clock_timestamp()) * 1000)::float8 as due_in_ms`;
 
 /**

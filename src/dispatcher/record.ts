@@ -4,7 +4,7 @@
  * is reaped.
  */
 import { unansweredNote } from '../core/lease.ts';
-import { decide, type Outcome } from '../core/outcome.ts';
+import { decide, type Outcome, pushSignal } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { leaseNote } from '../db/leases.ts';
@@ -63,7 +63,8 @@ export function outcomeRecorder(deps: RecordDeps) {
         attempt: task.attempts,
         settlement,
         durationMs,
-        ...(require ? { require } : {}),
+        // An expired lease is no answer: the reaper's settlement says nothing of the endpoint.
+        ...(require ? { require } : { signal: pushSignal(outcome) }),
       });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);

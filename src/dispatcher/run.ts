@@ -6,7 +6,7 @@
  * claims, waits or stops is `nextStep` (pacing.ts), its watch on work coming due is `DueWatch`
  * (due-watch.ts), and what a push's outcome writes is `outcomeRecorder` (record.ts).
  */
-import { type Config, claimQueuesJson } from '../config.ts';
+import { adaptiveQueues, type Config, claimQueuesJson } from '../config.ts';
 import { expiryOutcome } from '../core/lease.ts';
 import { classifyPush, type PushResult } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
@@ -77,7 +77,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const report = emptyReport();
   const meter = deps.meter ?? new Meter();
   meter.add('dispatch_runs');
-  const settler = new Settler(db);
+  const settler = new Settler(db, adaptiveQueues(config));
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,

@@ -18,11 +18,14 @@ export class Settler {
   #queue: Waiting[] = [];
   #writing: Promise<void> | null = null;
   #db: Db;
+  #adaptiveQueues: readonly string[];
   /** Round trips spent settling, for the run report. */
   writes = 0;
 
-  constructor(db: Db) {
+  /** `adaptiveQueues`: the environment's adaptive queues (an override may change any). */
+  constructor(db: Db, adaptiveQueues: readonly string[] = []) {
     this.#db = db;
+    this.#adaptiveQueues = adaptiveQueues;
   }
 
   /** Resolves once written: `true` when the lease was still held, `false` when it was not. */
@@ -48,6 +51,7 @@ export class Settler {
           leaseSettleMany(
             this.#db,
             batch.map((w) => w.item),
+            this.#adaptiveQueues,
           ),
         );
         for (const w of batch) w.resolve(held.has(w.item.taskId));

@@ -7,7 +7,10 @@ import { afterResume, holders, type ModelState, planClaim } from '../helpers/cla
 describe('resolveQueueLimits', () => {
   it('takes each field from the override, else the environment, else the default', () => {
     const rate = { limit: 10, period_ms: 1_000 };
-    const r = resolveQueueLimits({ concurrency: 5, key_concurrency: 2, paused: true, key_rate: rate }, { concurrency: 9, paused: false });
+    const r = resolveQueueLimits(
+      { concurrency: 5, key_concurrency: 2, paused: true, key_rate: rate, adaptive: true },
+      { concurrency: 9, paused: false },
+    );
     expect(r).toEqual({
       concurrency: { value: 9, source: 'override' },
       keyConcurrency: { value: 2, source: 'env' },
@@ -15,7 +18,9 @@ describe('resolveQueueLimits', () => {
       paused: { value: false, source: 'override' },
       rate: { value: null, source: 'default' },
       keyRate: { value: rate, source: 'env' },
+      adaptive: { value: true, source: 'env' },
     });
+    expect(resolveQueueLimits(undefined, null).adaptive).toEqual({ value: false, source: 'default' });
   });
 });
 

@@ -133,6 +133,9 @@ export interface QueueSettingsPatch {
   key_concurrency?: number | null;
   priority?: number | null;
   paused?: boolean | null;
+  rate?: Rate | null;
+  key_rate?: Rate | null;
+  adaptive?: boolean | null;
 }
 
 export interface Sourced<T> {
@@ -149,6 +152,8 @@ export interface QueueView {
   /** At most `limit` pushes per `period_ms`: of the queue, and of each key by default. */
   rate: Sourced<Rate | null>;
   key_rate: Sourced<Rate | null>;
+  /** Limits that learn from the endpoint (AIMD): the configured ones are ceilings. */
+  adaptive: Sourced<boolean>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;

@@ -100,7 +100,9 @@ export async function drive(d: Drive): Promise<Omit<RunResult, 'fault'>> {
   let faulty = false;
   let release: Injected['release'];
   try {
-    await d.admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits cascade');
+    await d.admin.query(
+      'truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.levels, sluice.queues, sluice.key_limits cascade',
+    );
     endpoint.reset();
     const script = d.fault.behave;
     if (script) endpoint.behave((p) => script(p, () => faulty));

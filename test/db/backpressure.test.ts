@@ -1,0 +1,288 @@
+/**
+ * Backpressure on a real Postgres (migrations/0016_levels.sql): a Retry-After holds its level,
+ * an adaptive queue's limit learns from overload answers and successes (AIMD), with claim
+ * passes at a clock the test moves; then the dispatcher against a real endpoint that takes at
+ * most C pushes at once and answers 429 above that.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type Config, claimQueuesJson } from '../../src/config.ts';
+import type { Settlement, Signal } from '../../src/core/outcome.ts';
+import type { LeasedTask } from '../../src/core/types.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
+import { nextDueInMs } from '../../src/db/due.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { leaseSettleMany } from '../../src/db/settle.ts';
+import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { loadKeyring } from '../../src/security/keyring.ts';
+import { testConfig } from '../helpers/config.ts';
+import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
+import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { newTask } from '../helpers/tasks.ts';
+
+const QUEUES = {
+  keyed: {},
+  adaptive: { concurrency: 8, adaptive: true },
+  fixed: { concurrency: 8 },
+  cap: { concurrency: 64, adaptive: true },
+  capkeyed: { key_concurrency: 16, adaptive: true },
+};
+
+let t: TestDatabase;
+let config: Config;
+let endpoint: TestEndpoint;
+
+beforeAll(async () => {
+  [t, endpoint] = await Promise.all([createTestDatabase(), startEndpoint()]);
+  ({ config } = await testConfig(t.url, { SLUICE_QUEUES: JSON.stringify(QUEUES), SLUICE_ALLOW_PRIVATE_TARGETS: 'true' }));
+});
+afterAll(async () => {
+  await endpoint?.close();
+  await t?.drop();
+});
+beforeEach(async () => {
+  await emptyTables(t.db, 'sluice.tasks, sluice.lanes, sluice.queues, sluice.key_limits');
+  await t.db.query('update sluice.promotion set promoted_to = now()');
+});
+
+/** The database's clock now, in ms: holds are set on it, so the passes below move from it. */
+async function dbNow(): Promise<number> {
+  const [row] = await t.db.query<{ ms: number }>('select (extract(epoch from now()) * 1000)::float8 as ms');
+  return row!.ms;
+}
+
+const claimAt = (ms: number, max = 100) =>
+  taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: claimQueuesJson(config), now: new Date(ms) });
+
+const due = () => new Date(Date.now() - 60_000);
+
+/** Ends leases as the dispatcher would after each push's answer. */
+function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Signal | null) {
+  return leaseSettleMany(
+    t.db,
+    tasks.map((task) => ({
+      taskId: task.id,
+      leaseId: task.lease.id,
+      leasedAt: task.lease.leasedAt,
+      attempt: task.attempts,
+      settlement,
+      durationMs: 10,
+      signal,
+    })),
+    ['adaptive', 'cap', 'capkeyed'],
+  );
+}
+
+const retry = (status: number): Settlement => ({
+  status: 'pending',
+  reason: 'retry',
+  runAt: new Date(Date.now() + 1_000),
+  attemptsDelta: 0,
+  deferralsDelta: 0,
+  error: `HTTP ${status}`,
+  httpStatus: status,
+});
+/** A 429 or 503 with `Retry-After: 1`, as core/outcome.ts decides it. */
+const retryAfter = (status: number): Settlement => ({
+  status: 'pending',
+  reason: 'deferred',
+  runAt: new Date(Date.now() + 1_000),
+  attemptsDelta: -1,
+  deferralsDelta: 1,
+  error: `deferred by HTTP ${status} with Retry-After`,
+  httpStatus: status,
+});
+const ok: Settlement = { status: 'succeeded', result: null, httpStatus: 200 };
+
+const level = async (queue: string, lane: string) =>
+  (
+    await t.db.query<{ effective: number | null; held: boolean; reason: string | null }>(
+      `select effective, held_until > now() as held, reason from sluice.levels where queue = $1 and lane = $2`,
+      [queue, lane],
+    )
+  )[0];
+
+describe('Retry-After holds the level', () => {
+  it('holds the key of the task that got it: no other task of that key is leased until then, other keys are', async () => {
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'keyed', concurrencyKey: 'a', runAt: due() }),
+      newTask({ queue: 'keyed', concurrencyKey: 'b', runAt: due() }),
+    ]);
+    const start = await dbNow();
+    const first = await claimAt(start);
+    expect(first.map((x) => x.concurrencyKey).sort()).toEqual(['a', 'b']);
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'keyed', concurrencyKey: 'a', runAt: due() }),
+      newTask({ queue: 'keyed', concurrencyKey: 'b', runAt: due() }),
+    ]);
+    await settle(
+      first.filter((x) => x.concurrencyKey === 'a'),
+      retryAfter(429),
+      'hold',
+    );
+    expect(await level('keyed', 'k:a')).toMatchObject({ held: true, reason: 'held: Retry-After from HTTP 429' });
+    // The dispatcher is woken when the hold ends (key a's tasks are due and wait for it).
+    expect(await nextDueInMs(t.db)).toBeLessThanOrEqual(1_000);
+
+    const during = await claimAt(start + 500);
+    expect(during.map((x) => x.concurrencyKey)).toEqual(['b']);
+    expect(await claimAt(start + 900)).toEqual([]);
+    const after = await claimAt(start + 1_500);
+    expect(after.map((x) => x.concurrencyKey)).toEqual(['a', 'a']);
+  });
+
+  it('holds the whole queue when the task has no key', async () => {
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', runAt: due() })]);
+    const start = await dbNow();
+    const [task] = await claimAt(start);
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', runAt: due() }), newTask({ queue: 'fixed', concurrencyKey: 'k', runAt: due() })]);
+    await settle([task!], retryAfter(503), 'hold');
+    expect(await level('fixed', '*')).toMatchObject({ held: true, reason: 'held: Retry-After from HTTP 503' });
+    expect(await claimAt(start + 500)).toEqual([]);
+    const [held] = await t.db.query<{ value: string }>(
+      `select value::text from sluice.counters where metric = 'held_back' and queue = 'fixed' and label = 'held'`,
+    );
+    expect(held?.value).toBe('1');
+    expect(await claimAt(start + 2_000)).toHaveLength(3);
+  });
+});
+
+describe('an adaptive queue learns its limit (AIMD)', () => {
+  it('halves on an overload once per window, gives the attempt back, and adds one after a window of successes', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 30 }, () => newTask({ queue: 'adaptive', runAt: due() })),
+    );
+    const start = await dbNow();
+    const first = await claimAt(start);
+    expect(first).toHaveLength(8);
+
+    // Two 429s in one settle: one halving (8 in flight → 4), and neither uses an attempt.
+    await settle(first.slice(0, 2), retry(429), 'overload');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 4, reason: 'halved: HTTP 429' });
+    const [given] = await t.db.query<{ attempts: number; deferrals: number; status: string }>(
+      'select attempts, deferrals, status from sluice.tasks where id = $1',
+      [first[0]!.id],
+    );
+    expect(given).toEqual({ attempts: 0, deferrals: 1, status: 'pending' });
+    const [history] = await t.db.query<{ outcome: string }>('select outcome from sluice.attempts where task_id = $1', [first[0]!.id]);
+    expect(history?.outcome).toBe('deferred');
+
+    // Another from a lease that began before the halving was in flight under the old limit.
+    await settle(first.slice(2, 3), retry(429), 'overload');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 4 });
+
+    // 5 in flight, the limit 4: nothing more until fewer are.
+    expect(await claimAt(start + 10_000)).toEqual([]);
+    await settle(first.slice(3, 5), ok, 'ok');
+    expect(await claimAt(start + 20_000)).toHaveLength(1);
+
+    // 4 in flight at the limit: a window of successes (4) while the limit is in use adds one.
+    await settle(first.slice(5, 7), ok, 'ok');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 5, reason: 'raised: a window of successes' });
+    const third = await claimAt(start + 30_000);
+    expect(third).toHaveLength(3);
+
+    // An overload from a lease that began after the halving halves again.
+    await settle(third.slice(0, 1), retry(503), 'overload');
+    const after = await level('adaptive', '*');
+    expect(after?.effective).toBeLessThan(5);
+    expect(after?.reason).toBe('halved: HTTP 503');
+  });
+
+  it('a queue that is not adaptive learns nothing: an overload is a failed attempt', async () => {
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', runAt: due() })]);
+    const [task] = await claimAt(await dbNow());
+    await settle([task!], retry(429), 'overload');
+    expect(await level('fixed', '*')).toBeUndefined();
+    const [row] = await t.db.query<{ attempts: number; deferrals: number }>('select attempts, deferrals from sluice.tasks where id = $1', [
+      task!.id,
+    ]);
+    expect(row).toEqual({ attempts: 1, deferrals: 0 });
+  });
+
+  it('an override turns it on or off at run time', async () => {
+    await t.db.query(`insert into sluice.queues (name, options) values ('fixed', '{"adaptive": true}')`);
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 4 }, () => newTask({ queue: 'fixed', runAt: due() })),
+    );
+    const leased = await claimAt(await dbNow());
+    await settle(leased.slice(0, 1), retry(429), 'overload');
+    expect(await level('fixed', '*')).toMatchObject({ effective: 2 });
+    await t.db.query(`update sluice.queues set options = '{"adaptive": false}' where name = 'fixed'`);
+    await settle(leased.slice(1, 2), retry(429), 'overload');
+    const [row] = await t.db.query<{ attempts: number }>('select attempts from sluice.tasks where id = $1', [leased[1]!.id]);
+    expect(row?.attempts).toBe(1);
+  });
+});
+
+describe('against an endpoint that takes at most C pushes at once', () => {
+  /** Answers 429 (no Retry-After) above `capacity` pushes at once; each push it takes lasts `ms`. */
+  function capacityEndpoint(capacity: number, ms: number) {
+    const seen = { inFlight: 0, over: 0, ok: 0, peak: 0 };
+    endpoint.reply(async () => {
+      if (seen.inFlight >= capacity) {
+        seen.over++;
+        return { status: 429, body: 'slow down' };
+      }
+      seen.inFlight++;
+      seen.peak = Math.max(seen.peak, seen.inFlight);
+      await new Promise((r) => setTimeout(r, ms));
+      seen.inFlight--;
+      seen.ok++;
+      return { status: 200 };
+    });
+    return seen;
+  }
+
+  async function drain(queue: string, tasks: number, keyOf: (n: number) => string | null) {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: tasks }, (_, n) => newTask({ queue, url: `${endpoint.url}/${queue}`, concurrencyKey: keyOf(n) })),
+    );
+    const keyring = await loadKeyring(config.signingKeys);
+    const until = Date.now() + 60_000;
+    while (Date.now() < until) {
+      await dispatchRun({ db: t.db, config, keyring, log: { ...console, warn: () => {} } }, { budgetMs: 2_000 });
+      const [left] = await t.db.query<{ n: number }>('select count(*)::int as n from sluice.tasks where queue = $1', [queue]);
+      if (left!.n === 0) break;
+    }
+    return t.db.query<{ status: string; attempts: number; n: number }>(
+      `select status, attempts, count(*)::int as n from sluice.all_tasks where queue = $1 group by 1, 2 order by 1, 2`,
+      [queue],
+    );
+  }
+
+  it('a queue of 64 learns to stay near C = 4: every task succeeds on its first attempt', async () => {
+    const seen = capacityEndpoint(4, 30);
+    const outcome = await drain('cap', 300, () => null);
+    expect(outcome).toEqual([{ status: 'succeeded', attempts: 1, n: 300 }]);
+    expect(seen.ok).toBe(300);
+    // It was overloaded (so it learnt), and it learnt a limit far below 64.
+    expect(seen.over).toBeGreaterThan(0);
+    const learnt = await level('cap', '*');
+    console.info(`node: C = 4, 300 pushes answered 200, ${seen.over} answered 429, learnt limit ${learnt?.effective}, peak ${seen.peak}`);
+    expect(learnt?.effective).toBeLessThan(16);
+  });
+
+  it('a keyed queue learns per key: a key its endpoint refuses is held down, the others are not', async () => {
+    // Key "slow" takes 2 at once, the others 16: only "slow" should learn a low limit.
+    const inFlight = new Map<string, number>();
+    endpoint.reply(async (push) => {
+      const key = decodeURIComponent(String(push.headers['sluice-concurrency-key'] ?? ''));
+      const n = inFlight.get(key) ?? 0;
+      if (n >= (key === 'slow' ? 2 : 16)) return { status: 429 };
+      inFlight.set(key, n + 1);
+      await new Promise((r) => setTimeout(r, 20));
+      inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
+      return { status: 200 };
+    });
+    const outcome = await drain('capkeyed', 240, (n) => (n % 3 === 0 ? 'slow' : `fast${n % 3}`));
+    expect(outcome).toEqual([{ status: 'succeeded', attempts: 1, n: 240 }]);
+    const slow = await level('capkeyed', 'k:slow');
+    const levels = await t.db.query('select lane, effective, reason from sluice.levels where queue = $1 order by lane', ['capkeyed']);
+    console.info(`node: keyed, learnt ${JSON.stringify(levels)}`);
+    expect(slow?.effective).toBeLessThanOrEqual(8);
+    for (const fast of ['k:fast1', 'k:fast2']) expect((await level('capkeyed', fast))?.effective ?? 16).toBeGreaterThan(slow!.effective!);
+  });
+});

@@ -1,0 +1,90 @@
+/**
+ * Backpressure through the real Worker in workerd (migrations/0016_levels.sql): an adaptive
+ * queue learns to stay near what its endpoint takes, and a Retry-After holds its key, woken by
+ * the scheduler's alarm (the cron never fires here).
+ */
+import { describe, expect, it } from 'vitest';
+import { useWorkerFixture } from '../helpers/worker-fixture.ts';
+
+const f = useWorkerFixture(() => ({
+  SLUICE_QUEUES: JSON.stringify({ cap: { concurrency: 64, adaptive: true }, keyed: {} }),
+}));
+
+async function enqueueBatch(tasks: object[]) {
+  const res = await fetch(`${f.worker.url}/v1/tasks/batch`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json', prefer: 'return=minimal' },
+    body: JSON.stringify({ tasks }),
+  });
+  expect(res.status).toBe(201);
+}
+
+const finished = async (queue: string) =>
+  (
+    await f.t.db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where queue = $1 and status = 'succeeded'`, [queue])
+  )[0]!.n;
+
+describe('backpressure on the Worker', () => {
+  it('an adaptive queue of 64 learns to stay near C = 4: every task succeeds on its first attempt', async () => {
+    const seen = { inFlight: 0, over: 0, ok: 0 };
+    f.endpoint.reply(async () => {
+      if (seen.inFlight >= 4) {
+        seen.over++;
+        return { status: 429, body: 'slow down' };
+      }
+      seen.inFlight++;
+      await new Promise((r) => setTimeout(r, 30));
+      seen.inFlight--;
+      seen.ok++;
+      return { status: 200 };
+    });
+    await enqueueBatch(Array.from({ length: 200 }, (_, n) => ({ queue: 'cap', url: `${f.endpoint.url}/cap`, body: { n } })));
+    await expect.poll(() => finished('cap'), { timeout: 60_000, interval: 200 }).toBe(200);
+    const attempts = await f.t.db.query<{ attempts: number; n: number }>(
+      `select attempts, count(*)::int as n from sluice.all_tasks where queue = 'cap' group by 1`,
+    );
+    expect(attempts).toEqual([{ attempts: 1, n: 200 }]);
+    expect(seen.over).toBeGreaterThan(0);
+    const [level] = await f.t.db.query<{ effective: number }>(`select effective from sluice.levels where queue = 'cap' and lane = '*'`);
+    console.info(`worker: C = 4, 200 pushes answered 200, ${seen.over} answered 429, learnt limit ${level?.effective}`);
+    expect(level?.effective).toBeLessThan(16);
+  });
+
+  it('Retry-After: 1 from one task holds its key for a second; another key is pushed meanwhile', async () => {
+    let first = true;
+    f.endpoint.reply((push) => {
+      if (push.path === '/a' && first) {
+        first = false;
+        return { status: 429, headers: { 'retry-after': '1' } };
+      }
+      return { status: 200 };
+    });
+    await enqueueBatch([
+      { queue: 'keyed', url: `${f.endpoint.url}/a`, concurrency_key: 'a', concurrency_limit: 1, body: { n: 1 } },
+      { queue: 'keyed', url: `${f.endpoint.url}/a`, concurrency_key: 'a', concurrency_limit: 1, body: { n: 2 } },
+    ]);
+    const held = async () =>
+      (await f.t.db.query<{ until: Date }>(`select held_until as until from sluice.levels where queue = 'keyed' and lane = 'k:a'`))[0]
+        ?.until;
+    const until = await expect.poll(held, { timeout: 10_000 }).toBeTruthy().then(held);
+    await enqueueBatch([{ queue: 'keyed', url: `${f.endpoint.url}/b`, concurrency_key: 'b', body: { n: 3 } }]);
+    await expect.poll(() => finished('keyed'), { timeout: 15_000, interval: 100 }).toBe(3);
+    // On the database's clock, as the hold was set: every later push of key a began once the
+    // hold had ended, and key b was not held by it.
+    const starts = await f.t.db.query<{ key: string; n: number; at: Date }>(
+      `select t.concurrency_key as key, a.attempt as n, a.started_at as at
+       from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id where t.queue = 'keyed' order by a.started_at`,
+    );
+    const holdEnd = new Date(until!).getTime();
+    const laterA = starts
+      .filter((s) => s.key === 'a')
+      .slice(1)
+      .map((s) => new Date(s.at).getTime());
+    expect(laterA.length).toBeGreaterThanOrEqual(2);
+    for (const at of laterA) expect(at).toBeGreaterThanOrEqual(holdEnd);
+    const b = new Date(starts.find((s) => s.key === 'b')!.at).getTime();
+    console.info(
+      `worker: key a held until ${until!.toISOString()}, pushed again ${Math.min(...laterA) - holdEnd} ms after; key b pushed ${holdEnd - b} ms before the hold ended`,
+    );
+  });
+});
