@@ -161,6 +161,15 @@ export const queueList = z.object({ queues: z.array(queue) });
 
 const slot = z.object({ task_id: z.string(), lease_id: z.string(), leased_at: time, expires_at: time });
 const level = z.object({ limit: z.int().nullable(), source: z.enum(SOURCES), active: z.int() });
+/** A queue's or a key's level, with what it learnt from its endpoint (0016_levels.sql). */
+const learningLevel = level.extend({
+  effective: z
+    .int()
+    .nullable()
+    .describe('The limit the claim applies: `limit`, or on an adaptive queue the lower one it has learnt (null: none).'),
+  held_until: time.nullable().describe('A Retry-After from one of its tasks holds the level until then.'),
+  last_move: z.object({ reason: z.string(), at: time }).nullable().describe('Why and when the learnt limit or the hold last moved.'),
+});
 /** A level's rate in force, where it comes from, and its grants still inside their period. */
 const rateInUse = z.object({ value: rate, source: z.enum(SOURCES), used: z.int() });
 const waitingHolders = z.int().describe('Tasks waiting on children that hold a slot here (they did not lend it to a child).');
@@ -169,8 +178,9 @@ export const queueConcurrency = z
   .object({
     queue: z.string(),
     cluster: level,
-    queue_level: level.extend({ paused: z.boolean(), rate: rateInUse, waiting: waitingHolders }),
-    keys: z.array(level.extend({ key: z.string(), rate: rateInUse, waiting: waitingHolders, slots: z.array(slot) })),
+    adaptive: z.boolean().describe('Whether the queue learns its limits from its endpoint (AIMD).'),
+    queue_level: learningLevel.extend({ paused: z.boolean(), rate: rateInUse, waiting: waitingHolders }),
+    keys: z.array(learningLevel.extend({ key: z.string(), rate: rateInUse, waiting: waitingHolders, slots: z.array(slot) })),
     keyless: z.object({ active: z.int(), slots: z.array(slot) }),
   })
   .register(components, { id: 'QueueConcurrency', description: "Who holds a queue's slots, per level and key." });

@@ -173,6 +173,22 @@ export function renderMetrics(
         return limit === null ? [] : [sample('sluice_key_slots_limit', { queue: k.queue, key: k.key }, limit)];
       }),
     ),
+    ...family(
+      'sluice_learnt_limit',
+      'gauge',
+      "The limit an adaptive queue's level has learnt from its endpoint (AIMD), the queue's own (key=\"\") or a key's; the claim applies it when lower than the configured one.",
+      read.learnt.flatMap((l) =>
+        l.effective === null || !limits.get(l.queue)?.adaptive.value
+          ? []
+          : [sample('sluice_learnt_limit', { queue: l.queue, key: l.key ?? '' }, l.effective)],
+      ),
+    ),
+    ...family(
+      'sluice_level_held',
+      'gauge',
+      'Levels held now by a Retry-After (1), the queue\'s own (key="") or a key\'s: none of their tasks is pushed until it ends.',
+      read.learnt.flatMap((l) => (l.held ? [sample('sluice_level_held', { queue: l.queue, key: l.key ?? '' }, 1)] : [])),
+    ),
   ];
   for (const [id, def] of Object.entries(COUNTED)) {
     lines.push(

@@ -14,6 +14,7 @@ import {
   concurrencySnapshot,
   keyLimitDelete,
   keyLimitPut,
+  type Learnt,
   leaseForceRelease,
   leaseHolder,
   type QueueCounts,
@@ -96,16 +97,32 @@ export interface RateLevel {
   used: number;
 }
 
+/**
+ * A queue's or a key's level: `effective` is the limit the claim applies, `limit` or, on an
+ * adaptive queue, the lower one it has learnt; `learnt` what its endpoint taught it (a hold too).
+ */
+export interface LearningLevel extends SlotLevel {
+  effective: number | null;
+  learnt: Learnt | null;
+}
+
 /** A queue's slots at every level and who holds them, on the database's clock (`now`). */
 export interface ConcurrencyPicture {
   queue: string;
   now: Date;
   cluster: SlotLevel;
+  adaptive: boolean;
   /** `waiting`: tasks waiting on children that hold a slot here (they did not lend it); the claim counts them with `active`. */
-  queueLevel: SlotLevel & { paused: boolean; rate: RateLevel; waiting: number };
-  /** Keys with a limit, a holder or a waiting task, by name. */
-  keys: Array<SlotLevel & { key: string; rate: RateLevel; waiting: number; holders: SlotHolder[] }>;
+  queueLevel: LearningLevel & { paused: boolean; rate: RateLevel; waiting: number };
+  /** Keys with a limit, a holder, a waiting task or something learnt, by name. */
+  keys: Array<LearningLevel & { key: string; rate: RateLevel; waiting: number; holders: SlotHolder[] }>;
   keyless: SlotHolder[];
+}
+
+/** The limit the claim applies (migrations/functions/claim.sql, the same rule). */
+function effectiveLimit(limit: number | null, adaptive: boolean, learnt: Learnt | undefined, waiting: number): number | null {
+  if (!adaptive || learnt?.effective == null) return limit;
+  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, waiting + 1));
 }
 
 export async function concurrencyPicture(config: Config, db: Db, name: string): Promise<ConcurrencyPicture> {
@@ -118,31 +135,40 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
     else byKey.set(h.concurrencyKey, [...(byKey.get(h.concurrencyKey) ?? []), h]);
   }
   const waitingKeys = snapshot.waiting.flatMap((w) => (w.concurrencyKey === null ? [] : [w.concurrencyKey]));
-  const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys])].sort();
+  const learntKeys = [...snapshot.learnt.keys()].filter((k) => k !== '*');
+  const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys, ...learntKeys])].sort();
+  const adaptive = limits.adaptive.value;
+  const queueWaiting = snapshot.waiting.filter((w) => !w.lentQueue).length;
   return {
     queue: name,
     now: snapshot.now,
     cluster: { limit: config.clusterCap, source: config.clusterCap === null ? 'default' : 'env', active: snapshot.clusterActive },
+    adaptive,
     queueLevel: {
       limit: limits.concurrency.value,
       source: limits.concurrency.source,
       active: snapshot.holders.length,
+      effective: effectiveLimit(limits.concurrency.value, adaptive, snapshot.learnt.get('*'), queueWaiting),
+      learnt: snapshot.learnt.get('*') ?? null,
       paused: limits.paused.value,
       rate: { ...limits.rate, used: snapshot.rateUsed.get('*') ?? 0 },
-      waiting: snapshot.waiting.filter((w) => !w.lentQueue).length,
+      waiting: queueWaiting,
     },
     keys: keys.map((key) => {
       const inputs = snapshot.keyLimits.get(key);
       const limit = resolveKeyLimit(key, inputs?.override ?? null, inputs?.taskLimit ?? null, limits.keyConcurrency);
       const rate = resolveKeyRate(key, inputs?.taskRate ?? null, limits.keyRate);
       const holders = byKey.get(key) ?? [];
+      const waiting = snapshot.waiting.filter((w) => w.concurrencyKey === key && !w.lentKey).length;
       return {
         key,
         limit: limit.value,
         source: limit.source,
         active: holders.length,
+        effective: effectiveLimit(limit.value, adaptive, snapshot.learnt.get(key), waiting),
+        learnt: snapshot.learnt.get(key) ?? null,
         rate: { ...rate, used: snapshot.rateUsed.get(key) ?? 0 },
-        waiting: snapshot.waiting.filter((w) => w.concurrencyKey === key && !w.lentKey).length,
+        waiting,
         holders,
       };
     }),

@@ -56,6 +56,14 @@ export const COUNTED = {
     values: ['succeeded', 'retried', 'deferred', 'dead', 'lease_kept', 'unanswered', 'lost'],
     perQueue: true,
   },
+  overloads: {
+    name: 'sluice_overloads_total',
+    type: 'counter',
+    help: "Answers that say the endpoint is over its capacity, by signal: http_429 and http_503 (no Retry-After; an adaptive queue halves the level's limit), refused (the connection), retry_after (a 429 or 503 with Retry-After: the level is held until then).",
+    label: 'signal',
+    values: ['http_429', 'http_503', 'refused', 'retry_after'],
+    perQueue: true,
+  },
   lease_expiries: {
     name: 'sluice_lease_expiries_total',
     type: 'counter',

@@ -93,6 +93,8 @@ export interface MetricsRead {
   waiting: Map<string, number>;
   /** Per queue, the keys holding the most slots (at most `topKeys` each). */
   keys: KeySlots[];
+  /** Levels with a learnt limit or a hold now (0016_levels.sql); `key` null for the queue's own. */
+  learnt: Array<{ queue: string; key: string | null; effective: number | null; held: boolean }>;
 }
 
 /** Everything a scrape shows, in one round trip. */
@@ -103,6 +105,7 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     leased: Array<{ queue: string; n: number }> | null;
     waiting: Array<{ queue: string; n: number }> | null;
     keys: Array<{ queue: string; key: string; n: number; override: number | null; task_limit: number | null }> | null;
+    learnt: Array<{ queue: string; key: string | null; effective: number | null; held: boolean }> | null;
   }>(
     `with live as (
        select queue, lane, count(*)::int as n from sluice.tasks
@@ -122,7 +125,10 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
        (select json_agg(json_build_object('queue', t.queue, 'key', substr(t.lane, 3), 'n', t.n, 'override', kl."limit", 'task_limit', k.task_limit))
           from top t
           left join sluice.lanes k on k.queue = t.queue and k.lane = t.lane
-          left join sluice.key_limits kl on kl.queue = t.queue and kl.concurrency_key = substr(t.lane, 3)) as keys`,
+          left join sluice.key_limits kl on kl.queue = t.queue and kl.concurrency_key = substr(t.lane, 3)) as keys,
+       (select json_agg(json_build_object('queue', queue, 'key', case when lane = '*' then null else substr(lane, 3) end,
+                                          'effective', effective, 'held', coalesce(held_until > now(), false)) order by queue, lane)
+          from sluice.levels where effective is not null or held_until > now()) as learnt`,
     [topKeys],
   );
   const counts = row?.counts ?? [];
@@ -134,5 +140,6 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     leased: new Map((row?.leased ?? []).map((l) => [l.queue, l.n])),
     waiting: new Map((row?.waiting ?? []).map((w) => [w.queue, w.n])),
     keys: (row?.keys ?? []).map((k) => ({ queue: k.queue, key: k.key, active: k.n, override: k.override, taskLimit: k.task_limit })),
+    learnt: row?.learnt ?? [],
   };
 }

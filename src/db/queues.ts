@@ -129,6 +129,16 @@ export interface ConcurrencySnapshot {
   rateUsed: Map<string, number>;
   /** Waiting tasks (waits on children) and which of their slots they lent to a child. */
   waiting: Array<{ taskId: string; concurrencyKey: string | null; lentQueue: boolean; lentKey: boolean }>;
+  /** What each level learnt from its endpoint (0016_levels.sql), per key ('*': the queue's own). */
+  learnt: Map<string, Learnt>;
+}
+
+/** A level's learnt limit (adaptive queues) and hold (a Retry-After), and why either last moved. */
+export interface Learnt {
+  effective: number | null;
+  heldUntil: Date | null;
+  reason: string | null;
+  movedAt: Date | null;
 }
 
 /** Who holds the queue's slots, and the per-key limit inputs, in one consistent read. */
@@ -153,6 +163,7 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
     }> | null;
     rate_used: Record<string, number> | null;
     waiting: Array<{ task_id: string; concurrency_key: string | null; lent_queue: boolean; lent_key: boolean }> | null;
+    levels: Record<string, { effective: number | null; held_until: string | null; reason: string | null; moved_at: string | null }> | null;
   }>(
     `select now() as now,
        (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
@@ -169,7 +180,10 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
           from (select lane, count(*)::int as n from sluice.rate_grants where queue = $1 and until > now() group by lane) g) as rate_used,
        (select json_agg(json_build_object('task_id', id::text, 'concurrency_key', concurrency_key, 'lent_queue', lent_queue, 'lent_key', lent_key)
                         order by id)
-          from sluice.tasks where status = 'waiting' and queue = $1) as waiting`,
+          from sluice.tasks where status = 'waiting' and queue = $1) as waiting,
+       (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end,
+                               json_build_object('effective', effective, 'held_until', held_until, 'reason', reason, 'moved_at', moved_at))
+          from sluice.levels where queue = $1) as levels`,
     [queue],
   );
   const row = rows[0]!;
@@ -201,6 +215,17 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
       lentQueue: w.lent_queue,
       lentKey: w.lent_key,
     })),
+    learnt: new Map(
+      Object.entries(row.levels ?? {}).map(([key, l]) => [
+        key,
+        {
+          effective: l.effective,
+          heldUntil: l.held_until === null ? null : new Date(l.held_until),
+          reason: l.reason,
+          movedAt: l.moved_at === null ? null : new Date(l.moved_at),
+        },
+      ]),
+    ),
   };
 }
 

@@ -54,6 +54,10 @@ export function outcomeRecorder(deps: RecordDeps) {
       return;
     }
     const settlement = decide(task, outcome, deps.now(), deps.random());
+    const signal = pushSignal(outcome);
+    if (signal === 'hold') meter.add('overloads', task.queue, 'retry_after');
+    else if (signal === 'overload')
+      meter.add('overloads', task.queue, outcome.type === 'failed' && outcome.status ? `http_${outcome.status}` : 'refused');
     let held: boolean;
     try {
       held = await settler.settle({
@@ -64,7 +68,7 @@ export function outcomeRecorder(deps: RecordDeps) {
         settlement,
         durationMs,
         // An expired lease is no answer: the reaper's settlement says nothing of the endpoint.
-        ...(require ? { require } : { signal: pushSignal(outcome) }),
+        ...(require ? { require } : { signal }),
       });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);

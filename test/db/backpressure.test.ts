@@ -5,6 +5,7 @@
  * most C pushes at once and answers 429 above that.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { concurrencyPicture } from '../../src/api/queue-ops.ts';
 import { type Config, claimQueuesJson } from '../../src/config.ts';
 import type { Settlement, Signal } from '../../src/core/outcome.ts';
 import type { LeasedTask } from '../../src/core/types.ts';
@@ -120,6 +121,10 @@ describe('Retry-After holds the level', () => {
       'hold',
     );
     expect(await level('keyed', 'k:a')).toMatchObject({ held: true, reason: 'held: Retry-After from HTTP 429' });
+    const picture = await concurrencyPicture(config, t.db, 'keyed');
+    const a = picture.keys.find((k) => k.key === 'a');
+    expect(a?.learnt).toMatchObject({ reason: 'held: Retry-After from HTTP 429' });
+    expect(a!.learnt!.heldUntil!.getTime()).toBeGreaterThan(picture.now.getTime());
     // The dispatcher is woken when the hold ends (key a's tasks are due and wait for it).
     expect(await nextDueInMs(t.db)).toBeLessThanOrEqual(1_000);
 
@@ -159,6 +164,8 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     // Two 429s in one settle: one halving (8 in flight → 4), and neither uses an attempt.
     await settle(first.slice(0, 2), retry(429), 'overload');
     expect(await level('adaptive', '*')).toMatchObject({ effective: 4, reason: 'halved: HTTP 429' });
+    const picture = await concurrencyPicture(config, t.db, 'adaptive');
+    expect(picture.queueLevel).toMatchObject({ limit: 8, effective: 4, learnt: { reason: 'halved: HTTP 429' } });
     const [given] = await t.db.query<{ attempts: number; deferrals: number; status: string }>(
       'select attempts, deferrals, status from sluice.tasks where id = $1',
       [first[0]!.id],

@@ -227,6 +227,13 @@ describe('sluice against the Node server', () => {
       expect(await cli.row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
         options: { key_concurrency: 2, key_rate: { limit: 3, period_ms: 60_000 } },
       });
+      const adaptive = await sluice(cli.as.admin, ['queues', 'set', 'envq', '--adaptive', 'true']);
+      expect(adaptive.stdout).toMatch(/\nadaptive +yes \(override\)\n/);
+      expect((await sluice(cli.as.admin, ['queues', 'set', 'envq', '--adaptive', 'maybe'])).code).toBe(2);
+      await json(sluice(cli.as.admin, ['queues', 'set', 'envq', '--adaptive', 'unset', '--json']));
+      expect(await cli.row('select options from sluice.queues where name = $1', ['envq'])).toEqual({
+        options: { key_concurrency: 2, key_rate: { limit: 3, period_ms: 60_000 } },
+      });
 
       expect((await sluice(cli.as.admin, ['queues', 'pause', 'envq'])).stdout).toMatch(/paused +yes \(override\)/);
       expect(await cli.row('select paused from sluice.queues where name = $1', ['envq'])).toEqual({ paused: true });
@@ -275,7 +282,7 @@ describe('sluice against the Node server', () => {
         expect.objectContaining({ key: 'tenant/1 ü', limit: 4, slots: [expect.objectContaining({ task_id: id })] }),
       ]);
       const text = (await sluice(cli.as.reader, ['status', 'kq'])).stdout;
-      expect(text).toMatch(/key +tenant\/1 ü +4 \(override\) +1/);
+      expect(text).toMatch(/key +tenant\/1 ü +4 \(override\) +- +1/);
       expect(text).toContain(String((await cli.taskRow(id))!.lease_id));
 
       expect(await json(sluice(cli.as.admin, ['keys', 'clear', 'kq', 'tenant/1 ü', '--json']))).toEqual({

@@ -11,9 +11,19 @@ import type { MetricsRead } from '../../src/db/metrics.ts';
 import { SLUICE_VERSION } from '../../src/version.ts';
 import { testConfig } from '../helpers/config.ts';
 
-const { config } = await testConfig('postgres://u:p@db.example.com/sluice', { SLUICE_QUEUES: '{"emails":{"concurrency":4}}' });
+const { config } = await testConfig('postgres://u:p@db.example.com/sluice', {
+  SLUICE_QUEUES: '{"emails":{"concurrency":4},"hooks":{"concurrency":64,"adaptive":true}}',
+});
 
-const nothingYet: MetricsRead = { counters: [], taskCounts: [], countedAt: null, leased: new Map(), waiting: new Map(), keys: [] };
+const nothingYet: MetricsRead = {
+  counters: [],
+  taskCounts: [],
+  countedAt: null,
+  leased: new Map(),
+  waiting: new Map(),
+  keys: [],
+  learnt: [],
+};
 
 const lines = (text: string) => new Set(text.split('\n'));
 
@@ -28,6 +38,21 @@ describe('GET /metrics before anything is counted', () => {
     expect(text).toContain('sluice_dispatch_runs_total 0');
     expect(text).toContain('sluice_push_duration_seconds_bucket{queue="emails",le="+Inf"} 0');
     expect(text).toContain('sluice_due_to_push_seconds_count{queue="emails"} 0');
+    for (const signal of COUNTED.overloads.values) expect(text).toContain(`sluice_overloads_total{queue="emails",signal="${signal}"} 0`);
+  });
+
+  it("shows an adaptive queue's learnt limits and the levels held, and no learnt limit of a queue that is not adaptive", () => {
+    const learnt = [
+      { queue: 'hooks', key: null, effective: 7, held: false },
+      { queue: 'hooks', key: 'acme', effective: 2, held: true },
+      { queue: 'emails', key: null, effective: 3, held: true },
+    ];
+    const text = lines(renderMetrics(config, { ...nothingYet, learnt }, new Map()));
+    expect(text).toContain('sluice_learnt_limit{queue="hooks",key=""} 7');
+    expect(text).toContain('sluice_learnt_limit{queue="hooks",key="acme"} 2');
+    expect([...text].some((l) => l.startsWith('sluice_learnt_limit{queue="emails"'))).toBe(false);
+    expect(text).toContain('sluice_level_held{queue="hooks",key="acme"} 1');
+    expect(text).toContain('sluice_level_held{queue="emails",key=""} 1');
   });
 
   it('counts tasks per status at zero once counted, and claims no count before', () => {

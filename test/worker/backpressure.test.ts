@@ -48,6 +48,15 @@ describe('backpressure on the Worker', () => {
     const [level] = await f.t.db.query<{ effective: number }>(`select effective from sluice.levels where queue = 'cap' and lane = '*'`);
     console.info(`worker: C = 4, 200 pushes answered 200, ${seen.over} answered 429, learnt limit ${level?.effective}`);
     expect(level?.effective).toBeLessThan(16);
+    // What it learnt is shown with the level: the configured limit, the one in force, and why.
+    const res = await fetch(`${f.worker.url}/v1/queues/cap/concurrency`, { headers: { authorization: `Bearer ${f.secrets.apiKey}` } });
+    const view = (await res.json()) as {
+      adaptive: boolean;
+      queue_level: { limit: number; effective: number; last_move: { reason: string } };
+    };
+    expect(view.adaptive).toBe(true);
+    expect(view.queue_level).toMatchObject({ limit: 64, effective: level!.effective });
+    expect(view.queue_level.last_move.reason).toMatch(/^(halved: HTTP 429|raised: a window of successes)$/);
   });
 
   it('Retry-After: 1 from one task holds its key for a second; another key is pushed meanwhile', async () => {

@@ -31,7 +31,7 @@ a{color:#2456b3}.muted,.source{color:var(--muted)}.source{font-size:.8em;border:
 .bar .free{fill:var(--free)}.bar .held{fill:var(--held)}.bar .over{fill:var(--over)}.count{font-variant-numeric:tabular-nums}
 .slots{display:flex;flex-wrap:wrap;gap:.4rem;list-style:none;margin:.6rem 0 0;padding:0;grid-column:1/-1}
 .slot{border:1px solid var(--line);border-radius:5px;padding:.3rem .5rem;min-width:12rem;background:#fff;font-size:.85em}
-.slot.held{border-color:#a9c0ee;background:#f1f5fd}.slot.expired{border-color:#efc2c2;background:#fdf3f3}.slot.free{min-width:3.2rem;color:var(--muted);text-align:center;background:repeating-linear-gradient(45deg,#fff,#fff 4px,#f3f4f7 4px,#f3f4f7 8px)}
+.slot.held{border-color:#a9c0ee;background:#f1f5fd}.slot.expired{border-color:#efc2c2;background:#fdf3f3}.slot.free{min-width:3.2rem;color:var(--muted);text-align:center;background:repeating-linear-gradient(45deg,#fff,#fff 4px,#f3f4f7 4px,#f3f4f7 8px)}.slot.shut{color:var(--muted);background:#eceef2;border-style:dashed}
 .slot b{font-size:1.05em}.slot .act{display:inline-block;margin-top:.2rem}.level>.actions,.level>.caption{grid-column:1/-1}.caption{margin:.4rem 0 0;font-size:.85em;color:var(--muted)}
 form.inline{display:inline-flex;gap:.35rem;align-items:center;margin:0}input,select,button{font:inherit;padding:.2rem .45rem;border:1px solid #c4cad6;border-radius:4px;background:#fff}
 input[type=number]{width:5.5rem}button{background:#eef1f6;cursor:pointer}button.primary{background:var(--held);border-color:var(--held);color:#fff}button.danger{background:var(--over);border-color:var(--over);color:#fff}

@@ -15,6 +15,7 @@ import {
   concurrencyKey,
   concurrencyPicture,
   describeQueue,
+  type LearningLevel,
   listQueues,
   patchQueue,
   queueName,
@@ -72,11 +73,17 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
       leased_at: h.leasedAt.toISOString(),
       expires_at: h.expiresAt.toISOString(),
     }));
+  const learnt = <L extends LearningLevel>({ learnt, ...l }: L) => ({
+    ...l,
+    held_until: learnt?.heldUntil && learnt.heldUntil > p.now ? learnt.heldUntil.toISOString() : null,
+    last_move: learnt?.reason && learnt.movedAt ? { reason: learnt.reason, at: learnt.movedAt.toISOString() } : null,
+  });
   return c.json({
     queue: p.queue,
     cluster: p.cluster,
-    queue_level: p.queueLevel,
-    keys: p.keys.map(({ holders, ...k }) => ({ ...k, slots: slots(holders) })),
+    adaptive: p.adaptive,
+    queue_level: learnt(p.queueLevel),
+    keys: p.keys.map(({ holders, ...k }) => ({ ...learnt(k), slots: slots(holders) })),
     keyless: { active: p.keyless.length, slots: slots(p.keyless) },
   } satisfies Answer<typeof queueConcurrency>);
 });

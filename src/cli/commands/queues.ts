@@ -17,9 +17,13 @@ const RATES = [
   ['key-rate', 'key_rate', 'the same for each key of the queue (keys without a rate of their own)'],
 ] as const;
 
+const ADAPTIVE_HELP =
+  "limits that learn from the endpoint (AIMD): the queue's and its keys' limits become ceilings, halved on 429/503, raised after successes";
+
 const settingFlags: FlagSpec[] = [
   ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
   ...RATES.map(([flag, , help]) => ({ name: flag, value: 'N/PERIOD|unset', help: `${help}; \`unset\` drops the override` })),
+  { name: 'adaptive', value: 'true|false|unset', help: `${ADAPTIVE_HELP}; \`unset\` drops the override` },
 ];
 
 /** The PUT body: a value sets a field, `unset` sends null (drops that override), others stay as they are. */
@@ -30,6 +34,12 @@ function patchFrom(parsed: Parsed): QueueSettingsPatch {
     if (value === undefined) continue;
     if (value === 'unset') patch[field] = null;
     else patch[field] = RATES.some(([f]) => f === flag) ? parseRate(flag, String(value)) : intFlag(parsed, flag);
+  }
+  const adaptive = parsed.flags.get('adaptive');
+  if (adaptive !== undefined) {
+    if (adaptive === 'unset') patch.adaptive = null;
+    else if (adaptive === 'true' || adaptive === 'false') patch.adaptive = adaptive === 'true';
+    else throw new UsageError(`--adaptive takes true, false or unset, not ${JSON.stringify(adaptive)}`);
   }
   if (Object.keys(patch).length === 0) {
     throw new UsageError(`nothing to set: give at least one of ${settingFlags.map((f) => `--${f.name}`).join(', ')}`);

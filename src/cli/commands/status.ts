@@ -1,5 +1,5 @@
 /** `sluice status [QUEUE]`: queues at a glance; one queue with its settings and who holds its slots. */
-import type { ConcurrencyView, QueueView, SlotView } from '../../sdk/protocol/wire.ts';
+import type { ConcurrencyView, LearningLevelView, QueueView, SlotView } from '../../sdk/protocol/wire.ts';
 import { type Command, seg } from '../context.ts';
 import { type Cell, sourced, span, table, time } from '../output.ts';
 import { type RateInUse, type RateSetting, rateSetting, rateUse } from '../rates.ts';
@@ -115,6 +115,7 @@ export function queueReport(q: RatedQueue | CountedQueue): string {
     ['key rate', rateSetting(q.key_rate)],
     ['priority', sourced(q.priority)],
     ['paused', sourced(q.paused)],
+    ['adaptive', sourced(q.adaptive)],
     ['key from', q.key_from ?? '-'],
     ['default url', q.url ?? '-'],
     ['task defaults', `max_attempts ${q.max_attempts}, lease ${span(q.lease_ms)}, timeout ${span(q.timeout_ms)}`],
@@ -125,12 +126,22 @@ export function queueReport(q: RatedQueue | CountedQueue): string {
 const keyName = (key: string) => (key === '' ? '""' : key);
 const limit = (level: { limit: number | null; source: string }) => sourced({ value: level.limit, source: level.source });
 
+/** What a level learnt from its endpoint: the limit in force when lower, a hold, and why. */
+function learnt(level: LearningLevelView, now: number): string | null {
+  const parts = [
+    level.effective !== null && level.effective !== level.limit ? `${level.effective}` : null,
+    level.held_until && Date.parse(level.held_until) > now ? `held ${span(Date.parse(level.held_until) - now)}` : null,
+  ].filter((p) => p !== null);
+  if (parts.length === 0) return null;
+  return `${parts.join(', ')}${level.last_move ? ` (${level.last_move.reason})` : ''}`;
+}
+
 function slotsReport(c: RatedConcurrency, now: number): string {
   const levels: Cell[][] = [
-    ['cluster', null, limit(c.cluster), c.cluster.active, null],
-    ['queue', null, limit(c.queue_level), c.queue_level.active, rateUse(c.queue_level.rate)],
-    ...c.keys.map((k): Cell[] => ['key', keyName(k.key), limit(k), k.active, rateUse(k.rate)]),
-    ['no key', null, null, c.keyless.active, null],
+    ['cluster', null, limit(c.cluster), null, c.cluster.active, null],
+    ['queue', null, limit(c.queue_level), learnt(c.queue_level, now), c.queue_level.active, rateUse(c.queue_level.rate)],
+    ...c.keys.map((k): Cell[] => ['key', keyName(k.key), limit(k), learnt(k, now), k.active, rateUse(k.rate)]),
+    ['no key', null, null, null, c.keyless.active, null],
   ];
   const holders = [
     ...c.keys.flatMap((k) => k.slots.map((s) => [keyName(k.key), s] as const)),
@@ -145,9 +156,10 @@ function slotsReport(c: RatedConcurrency, now: number): string {
     span(Date.parse(s.expires_at) - now),
   ]);
   const paused = c.queue_level.paused ? ' (paused: nothing new is claimed)' : '';
+  const adaptive = c.adaptive ? ' (adaptive: its limits learn from the endpoint)' : '';
   return [
-    `slots of queue ${c.queue}${paused}`,
-    table(['LEVEL', 'KEY', 'LIMIT', 'LEASED', 'RATE USED'], levels),
+    `slots of queue ${c.queue}${paused}${adaptive}`,
+    table(['LEVEL', 'KEY', 'LIMIT', 'LEARNT', 'LEASED', 'RATE USED'], levels),
     '',
     holders.length ? table(['TASK', 'KEY', 'LEASE', 'LEASED AT', 'HELD', 'EXPIRES IN'], holderRows) : 'no slot is held',
   ].join('\n');

@@ -189,18 +189,30 @@ export interface LevelView {
 export interface ConcurrencyView {
   queue: string;
   cluster: LevelView;
+  /** Whether the queue learns its limits from its endpoint (AIMD). */
+  adaptive: boolean;
   queue_level: QueueLevelView;
   keys: KeyLevelView[];
   keyless: { active: number; slots: SlotView[] };
 }
 
-export interface QueueLevelView extends LevelView {
+/** A queue's or a key's level, with what it learnt from its endpoint. */
+export interface LearningLevelView extends LevelView {
+  /** The limit the claim applies: `limit`, or on an adaptive queue the lower one it has learnt (null: none). */
+  effective: number | null;
+  /** A Retry-After from one of its tasks holds the level until then. */
+  held_until: string | null;
+  /** Why and when the learnt limit or the hold last moved. */
+  last_move: { reason: string; at: string } | null;
+}
+
+export interface QueueLevelView extends LearningLevelView {
   paused: boolean;
   rate: RateInUse;
   waiting: number;
 }
 
-export interface KeyLevelView extends LevelView {
+export interface KeyLevelView extends LearningLevelView {
   key: string;
   rate: RateInUse;
   waiting: number;

@@ -5,7 +5,7 @@
  */
 import { html } from 'hono/html';
 import type { SlotHolder } from '../../../db/queues.ts';
-import type { ConcurrencyPicture, QueueView, RateLevel, SlotLevel } from '../../queue-ops.ts';
+import type { ConcurrencyPicture, LearningLevel, QueueView, RateLevel, SlotLevel } from '../../queue-ops.ts';
 import { bar, duration, href, limitText, taskLink, time } from '../format.ts';
 
 /** Free slots drawn as boxes per key; more are summed up in one. */
@@ -22,11 +22,30 @@ held ${duration(now.getTime() - h.leasedAt.getTime())} · ${left > 0 ? html`dead
 <a class="act" href="${href('/confirm/release', { queue, lease: h.leaseId })}">Force release…</a></li>`;
 }
 
-function freeBoxes(level: SlotLevel) {
-  if (level.limit === null) return '';
-  const free = Math.max(0, level.limit - level.active);
+/** Free slots up to the limit in force; those an adaptive level has learnt to leave shut, as one box. */
+function freeBoxes(level: SlotLevel & Partial<Pick<LearningLevel, 'effective'>>) {
+  const inForce = level.effective ?? level.limit;
+  if (inForce === null) return '';
+  const free = Math.max(0, inForce - level.active);
+  const shut = level.limit === null ? 0 : Math.max(0, level.limit - Math.max(inForce, level.active));
   const boxes = Array.from({ length: Math.min(free, FREE_BOXES) }, () => html`<li class="slot free">free</li>`);
-  return [boxes, free > FREE_BOXES ? html`<li class="slot free">+${free - FREE_BOXES} free</li>` : ''];
+  return [
+    boxes,
+    free > FREE_BOXES ? html`<li class="slot free">+${free - FREE_BOXES} free</li>` : '',
+    shut > 0 ? html`<li class="slot shut">${shut} shut: learnt from the endpoint</li>` : '',
+  ];
+}
+
+/** What a level learnt from its endpoint: the limit it applies and why it last moved, and a hold. */
+function learntText(level: LearningLevel, now: Date) {
+  const l = level.learnt;
+  const learnt =
+    level.effective !== null && level.effective !== level.limit
+      ? html` · learnt <b>${level.effective}</b>${l?.reason ? html` <span class="muted">(${l.reason}${l.movedAt ? html`, ${time(l.movedAt)}` : ''})</span>` : ''}`
+      : '';
+  const held =
+    l?.heldUntil && l.heldUntil > now ? html` <span class="badge paused">held until ${time(l.heldUntil)} (Retry-After)</span>` : '';
+  return [learnt, held];
 }
 
 /** A rate limit in force: the grants inside the current period against its limit. */
@@ -48,7 +67,7 @@ export function slotsFragment(p: ConcurrencyPicture, topKeys: number) {
   const top = byUse.filter((k) => k.active > 0).slice(0, topKeys);
   const rest = byUse.filter((k) => !top.includes(k));
   const keyLevel = (k: (typeof p.keys)[number]) => html`<div class="level panel" data-key="${k.key}">
-${levelHead(html`key <code>${k.key === '' ? '(empty)' : k.key}</code>`, k, `key ${k.key}`, rateText(k.rate))}
+${levelHead(html`key <code>${k.key === '' ? '(empty)' : k.key}</code>`, k, `key ${k.key}`, [rateText(k.rate), learntText(k, p.now)])}
 <ul class="slots">${k.holders.map((h) => holderBox(p.queue, h, p.now))}${freeBoxes(k)}</ul>
 <div class="actions">${keyLimitForm(p.queue, k.key, k.limit)}${k.source === 'override' ? html`<a href="${href('/confirm/key-limit-clear', { queue: p.queue, key: k.key })}">Remove override…</a>` : ''}
 <a href="${href('/tasks', { queue: p.queue, concurrency_key: k.key })}">tasks of this key</a></div></div>`;
@@ -56,8 +75,11 @@ ${levelHead(html`key <code>${k.key === '' ? '(empty)' : k.key}</code>`, k, `key 
 <div class="level panel">${levelHead('Cluster', p.cluster, 'cluster')}</div>
 <div class="level panel">${levelHead(html`Queue <code>${p.queue}</code>`, p.queueLevel, `queue ${p.queue}`, [
     rateText(p.queueLevel.rate),
+    p.adaptive ? html` <span class="badge">adaptive</span>` : '',
+    learntText(p.queueLevel, p.now),
     p.queueLevel.paused ? html` <span class="badge paused">paused</span>` : '',
   ])}
+${p.queueLevel.effective !== p.queueLevel.limit ? html`<ul class="slots">${freeBoxes(p.queueLevel)}</ul>` : ''}
 ${p.keyless.length ? html`<p class="caption">Held by tasks without a key:</p><ul class="slots">${p.keyless.map((h) => holderBox(p.queue, h, p.now))}</ul>` : ''}</div>
 ${top.map(keyLevel)}
 ${
