@@ -3,8 +3,8 @@
 --   * `effective`: the limit an adaptive queue has come to (AIMD), at most its configured limit
 --     where it has one; null = not lowered yet (the configured limit holds);
 --   * `successes`: pushes answered 2xx since `effective` last moved (a window of them adds one);
---   * `decreased_at`: when it was last halved; an overload from a lease that began before then
---     was in flight under the old limit and does not halve it again;
+--   * `decreased_at`: when it was last lowered; an overload from a lease that began before then
+--     was in flight under the old limit and does not lower it again;
 --   * `held_until`: a Retry-After from one of its tasks holds the whole level until then, on
 --     any queue (adaptive or not);
 --   * `reason`, `moved_at`: why and when `effective` or `held_until` last moved, to be shown.

@@ -47,8 +47,9 @@ export const queueLimitsSchema = z
     /** Pushes per concurrency key per period (a key's default rate). */
     key_rate: rateSchema.optional(),
     /**
-     * Limits that learn (AIMD): the queue's and its keys' limits become ceilings, halved on an
-     * overload answer (429, 503, a refused connection), raised by one after a window of successes.
+     * Limits that learn (AIMD): the queue's and its keys' limits become ceilings, lowered by a
+     * quarter on an overload answer (429, 503, a refused connection), raised by one after a
+     * window of successes.
      */
     adaptive: z.boolean().optional(),
   })

@@ -1,10 +1,30 @@
-/** Rate-limit grants past their period count against nothing (0011_rate_limits.sql): deleted by each sweep. */
+/**
+ * What each sweep deletes besides history: rate-limit grants past their period, which count
+ * against nothing (0011_rate_limits.sql), and levels that learnt nothing for an hour
+ * (0016_levels.sql), so that their rows stay bounded by the keys in use.
+ */
 import type { Queryable } from './db.ts';
 
 /** Deletes the rate-limit grants whose period is over; returns how many. */
 export async function rateGrantsSweep(db: Queryable): Promise<number> {
   const [row] = await db.query<{ n: number }>(
     'with gone as (delete from sluice.rate_grants where until < now() returning 1) select count(*)::int as n from gone',
+  );
+  return row?.n ?? 0;
+}
+
+/** A level whose learnt limit did not move for this long, and is not held, goes back to its configured limit. */
+export const LEVEL_IDLE_MS = 3_600_000;
+
+/** Deletes the levels that are not held and whose learnt limit has not moved for `LEVEL_IDLE_MS`; returns how many. */
+export async function levelsSweep(db: Queryable): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    `with gone as (
+       delete from sluice.levels
+       where (held_until is null or held_until < now()) and coalesce(moved_at, '-infinity') < now() - make_interval(secs => $1 / 1000.0)
+       returning 1
+     ) select count(*)::int as n from gone`,
+    [LEVEL_IDLE_MS],
   );
   return row?.n ?? 0;
 }

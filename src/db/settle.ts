@@ -37,13 +37,18 @@ const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expire
 /**
  * What the settled pushes' signals teach their levels (0016_levels.sql), one row per level,
  * locked in (queue, lane) order. \`n\` is the level's leases in flight (those ending now included).
- * - An overload from a lease that began after the level was last halved halves it, from what
- *   it had in flight if that is less (never below 1). Older ones were in flight under the old
- *   limit: that halving answered them already.
- * - A window of successes (as many as the limit) adds one, when the level was using its limit.
+ * - An overload from a lease that began after the level was last lowered lowers it by a quarter
+ *   (β = 0.75, as CUBIC's, where TCP Reno halves: the sawtooth between capacity and ¾ of it
+ *   keeps ~87% of the endpoint's capacity in use), from what it had in flight if that is less,
+ *   never below 1. Older ones were in flight under the old limit: that cut answered them already.
+ * - A window of successes (as many as the limit, at least ${GROWTH_WINDOW_MIN}) adds one, when the
+ *   level was using at least half of its limit (a level its tasks do not fill learns nothing).
  * - A Retry-After (\`hold\`) holds the level until then, adaptive or not.
  * A level's first row comes from its first overload or hold; successes alone never make one.
  */
+/** The fewest successes that raise a learnt limit: a level at 2 would otherwise probe every other push. */
+const GROWTH_WINDOW_MIN = 8;
+
 const LEVELS_LEARN = `
 signals as (
   select i.queue, i.level,
@@ -71,32 +76,33 @@ learnt as (
   join signals sg on sg.queue = lr.queue and sg.level = lr.lane
   join sluice.levels old on old.queue = lr.queue and old.lane = lr.lane
   cross join lateral (
-    select sg.overloads > 0 and (old.decreased_at is null or sg.overload_leased_at >= old.decreased_at) as halve,
-           old.effective is not null and old.successes + sg.oks >= old.effective and sg.n + 1 >= old.effective as grow,
+    select sg.overloads > 0 and (old.decreased_at is null or sg.overload_leased_at >= old.decreased_at) as lower,
+           old.effective is not null and old.successes + sg.oks >= greatest(old.effective, ${GROWTH_WINDOW_MIN})
+             and sg.n * 2 >= old.effective as grow,
            sg.hold_until > coalesce(old.held_until, '-infinity') as hold
   ) d
   cross join lateral (
-    select case when d.halve then greatest(1, least(coalesce(old.effective, sg.n), sg.n) / 2)
+    select case when d.lower then greatest(1, least(coalesce(old.effective, sg.n), sg.n) * 3 / 4)
                 when d.grow then old.effective + 1
                 else old.effective end as effective,
-           case when d.halve or d.grow then 0 else old.successes + sg.oks end as successes,
-           case when d.halve then now() else old.decreased_at end as decreased_at,
+           case when d.lower or d.grow then 0 else old.successes + sg.oks end as successes,
+           case when d.lower then now() else old.decreased_at end as decreased_at,
            case when d.hold then sg.hold_until else old.held_until end as held_until,
-           case when d.halve then 'halved: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
+           case when d.lower then 'lowered: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
                 when d.grow then 'raised: a window of successes'
                 when d.hold then 'held: Retry-After from HTTP ' || sg.http_status
                 else old.reason end as reason,
-           case when d.halve or d.grow or d.hold then now() else old.moved_at end as moved_at
+           case when d.lower or d.grow or d.hold then now() else old.moved_at end as moved_at
   ) m
   where lv.queue = lr.queue and lv.lane = lr.lane
 ),
 first_rows as (
   insert into sluice.levels (queue, lane, effective, decreased_at, held_until, reason, moved_at)
   select sg.queue, sg.level,
-         case when sg.overloads > 0 then greatest(1, sg.n / 2) end,
+         case when sg.overloads > 0 then greatest(1, sg.n * 3 / 4) end,
          case when sg.overloads > 0 then now() end,
          sg.hold_until,
-         case when sg.overloads > 0 then 'halved: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
+         case when sg.overloads > 0 then 'lowered: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
               else 'held: Retry-After from HTTP ' || sg.http_status end,
          now()
   from signals sg

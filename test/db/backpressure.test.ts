@@ -12,6 +12,7 @@ import type { LeasedTask } from '../../src/core/types.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { levelsSweep } from '../../src/db/retention.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
@@ -152,7 +153,7 @@ describe('Retry-After holds the level', () => {
 });
 
 describe('an adaptive queue learns its limit (AIMD)', () => {
-  it('halves on an overload once per window, gives the attempt back, and adds one after a window of successes', async () => {
+  it('lowers by a quarter on an overload once per window, gives the attempt back, and adds one after a window of successes', async () => {
     await taskInsertMany(
       t.db,
       Array.from({ length: 30 }, () => newTask({ queue: 'adaptive', runAt: due() })),
@@ -161,11 +162,11 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     const first = await claimAt(start);
     expect(first).toHaveLength(8);
 
-    // Two 429s in one settle: one halving (8 in flight → 4), and neither uses an attempt.
+    // Two 429s in one settle: one cut (8 in flight → 6), and neither uses an attempt.
     await settle(first.slice(0, 2), retry(429), 'overload');
-    expect(await level('adaptive', '*')).toMatchObject({ effective: 4, reason: 'halved: HTTP 429' });
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 6, reason: 'lowered: HTTP 429' });
     const picture = await concurrencyPicture(config, t.db, 'adaptive');
-    expect(picture.queueLevel).toMatchObject({ limit: 8, effective: 4, learnt: { reason: 'halved: HTTP 429' } });
+    expect(picture.queueLevel).toMatchObject({ limit: 8, effective: 6, learnt: { reason: 'lowered: HTTP 429' } });
     const [given] = await t.db.query<{ attempts: number; deferrals: number; status: string }>(
       'select attempts, deferrals, status from sluice.tasks where id = $1',
       [first[0]!.id],
@@ -174,26 +175,26 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     const [history] = await t.db.query<{ outcome: string }>('select outcome from sluice.attempts where task_id = $1', [first[0]!.id]);
     expect(history?.outcome).toBe('deferred');
 
-    // Another from a lease that began before the halving was in flight under the old limit.
+    // Another from a lease that began before the cut was in flight under the old limit.
     await settle(first.slice(2, 3), retry(429), 'overload');
-    expect(await level('adaptive', '*')).toMatchObject({ effective: 4 });
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 6 });
 
-    // 5 in flight, the limit 4: nothing more until fewer are.
-    expect(await claimAt(start + 10_000)).toEqual([]);
-    await settle(first.slice(3, 5), ok, 'ok');
-    expect(await claimAt(start + 20_000)).toHaveLength(1);
-
-    // 4 in flight at the limit: a window of successes (4) while the limit is in use adds one.
-    await settle(first.slice(5, 7), ok, 'ok');
-    expect(await level('adaptive', '*')).toMatchObject({ effective: 5, reason: 'raised: a window of successes' });
+    // 5 in flight, the limit 6: one more.
+    expect(await claimAt(start + 10_000)).toHaveLength(1);
+    // 5 successes are not yet a window (at least 8): the limit stays.
+    await settle(first.slice(3, 8), ok, 'ok');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 6 });
+    const second = await claimAt(start + 20_000);
+    expect(second).toHaveLength(5);
+    // 8 successes while the limit is in use add one.
+    await settle(second.slice(0, 3), ok, 'ok');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 7, reason: 'raised: a window of successes' });
     const third = await claimAt(start + 30_000);
-    expect(third).toHaveLength(3);
+    expect(third).toHaveLength(4);
 
-    // An overload from a lease that began after the halving halves again.
+    // An overload from a lease that began after the cut lowers it again: 7 in flight → 5.
     await settle(third.slice(0, 1), retry(503), 'overload');
-    const after = await level('adaptive', '*');
-    expect(after?.effective).toBeLessThan(5);
-    expect(after?.reason).toBe('halved: HTTP 503');
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 5, reason: 'lowered: HTTP 503' });
   });
 
   it('a queue that is not adaptive learns nothing: an overload is a failed attempt', async () => {
@@ -215,11 +216,25 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     );
     const leased = await claimAt(await dbNow());
     await settle(leased.slice(0, 1), retry(429), 'overload');
-    expect(await level('fixed', '*')).toMatchObject({ effective: 2 });
+    expect(await level('fixed', '*')).toMatchObject({ effective: 3 });
     await t.db.query(`update sluice.queues set options = '{"adaptive": false}' where name = 'fixed'`);
     await settle(leased.slice(1, 2), retry(429), 'overload');
     const [row] = await t.db.query<{ attempts: number }>('select attempts from sluice.tasks where id = $1', [leased[1]!.id]);
     expect(row?.attempts).toBe(1);
+  });
+});
+
+describe('retention', () => {
+  it('forgets a level that learnt nothing for an hour and is not held; keeps the others', async () => {
+    await t.db.query(
+      `insert into sluice.levels (queue, lane, effective, held_until, reason, moved_at) values
+         ('adaptive', '*', 3, null, 'old', now() - interval '2 hours'),
+         ('adaptive', 'k:held', null, now() + interval '1 minute', 'held', now() - interval '2 hours'),
+         ('adaptive', 'k:recent', 5, null, 'recent', now() - interval '5 minutes')`,
+    );
+    expect(await levelsSweep(t.db)).toBe(1);
+    const left = await t.db.query<{ lane: string }>('select lane from sluice.levels order by lane');
+    expect(left.map((l) => l.lane)).toEqual(['k:held', 'k:recent']);
   });
 });
 

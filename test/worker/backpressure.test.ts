@@ -56,7 +56,7 @@ describe('backpressure on the Worker', () => {
     };
     expect(view.adaptive).toBe(true);
     expect(view.queue_level).toMatchObject({ limit: 64, effective: level!.effective });
-    expect(view.queue_level.last_move.reason).toMatch(/^(halved: HTTP 429|raised: a window of successes)$/);
+    expect(view.queue_level.last_move.reason).toMatch(/^(lowered: HTTP 429|raised: a window of successes)$/);
   });
 
   it('Retry-After: 1 from one task holds its key for a second; another key is pushed meanwhile', async () => {

@@ -18,7 +18,7 @@ const RATES = [
 ] as const;
 
 const ADAPTIVE_HELP =
-  "limits that learn from the endpoint (AIMD): the queue's and its keys' limits become ceilings, halved on 429/503, raised after successes";
+  "limits that learn from the endpoint (AIMD): the queue's and its keys' limits become ceilings, lowered on 429/503, raised after successes";
 
 const settingFlags: FlagSpec[] = [
   ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
