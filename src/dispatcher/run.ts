@@ -65,9 +65,16 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** A `due` event on it says more work came due while the run waits on its pushes: claim again now. */
   nudges?: EventTarget;
-  /** Called once, the first time a claim pass fills every place: there may be more work than this run can push. */
+  /**
+   * Called when a claim pass fills every place: there may be more work than this run can push.
+   * Again at most every `BUSY_REPEAT_MS` while passes keep filling them: a shard it woke may have
+   * found nothing then (an adaptive limit learnt since) and gone back to sleep.
+   */
   onBusy?: () => void;
 }
+
+/** How often a run that keeps filling every place says so again (`onBusy`). */
+export const BUSY_REPEAT_MS = 1_000;
 
 export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Promise<RunReport> {
   const timers = deps.timers ?? systemTimers;
@@ -99,7 +106,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const background = new Set<Promise<void>>();
   let freed = true; // a place was freed (or nothing was tried yet) since the last claim pass
   let lastPassFull = true;
-  let busy = false;
+  let busySince: number | null = null;
   let idle = false; // ended because nothing was claimable and nothing was in flight
   let reaped = false;
   let dueWork = false;
@@ -195,8 +202,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       }
     }
     lastPassFull = batch.length === max;
-    if (lastPassFull && !busy && inFlight.size + batch.length >= config.dispatchParallelism) {
-      busy = true;
+    if (
+      lastPassFull &&
+      (busySince === null || now() - busySince >= BUSY_REPEAT_MS) &&
+      inFlight.size + batch.length >= config.dispatchParallelism
+    ) {
+      busySince = now();
       options.onBusy?.();
     }
     for (const task of batch) {

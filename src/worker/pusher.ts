@@ -78,7 +78,9 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
           // More claimable work than this shard can push at once: bring in the next shard.
           onBusy: () => {
             const next = nextShard(index, config.dispatchShards);
-            if (next !== null) recruited = pusherOf(this.env, next).wake(next);
+            if (next === null) return;
+            const waking = pusherOf(this.env, next).wake(next);
+            recruited = recruited === null ? waking : Promise.all([recruited, waking]).then(() => {});
           },
         },
       );

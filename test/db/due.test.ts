@@ -7,7 +7,8 @@ import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
-import { DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
+import { BUSY_REPEAT_MS, DUE_EVENT, dispatchRun, type RunOptions } from '../../src/dispatcher/run.ts';
+import { systemTimers } from '../../src/dispatcher/timers.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';
@@ -117,6 +118,29 @@ describe('a run reports when to wake', () => {
     await enqueue();
     expect((await run({ onBusy: () => busy++ })).claimed).toBe(1);
     expect(busy).toBe(1);
+  });
+
+  it('calls onBusy again, at most every BUSY_REPEAT_MS, while its passes keep filling every place', async () => {
+    endpoint.reply(() => ({ status: 200, delayMs: 20 }));
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 12 }, () => newTask({ url: `${endpoint.url}/hook` })),
+    );
+    // The clock moves on by BUSY_REPEAT_MS each time the run says it is busy.
+    let skew = 0;
+    let busy = 0;
+    const timers = { ...systemTimers, now: () => Date.now() + skew };
+    await dispatchRun(
+      { db: t.db, config: { ...config, dispatchParallelism: 3 }, keyring, timers },
+      {
+        budgetMs: 60_000,
+        onBusy: () => {
+          busy++;
+          skew += BUSY_REPEAT_MS;
+        },
+      },
+    );
+    expect(busy).toBeGreaterThan(1);
   });
 
   it('a nudge makes a run waiting on a slow push claim what came due meanwhile', async () => {
