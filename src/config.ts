@@ -32,6 +32,13 @@ export const rateSchema = z
   })
   .strict();
 
+/**
+ * A queue's or its keys' rate (`rate`, `key_rate`), which may carry `burst`: then a token bucket
+ * (0017_rate_burst.sql), up to `burst` at once, refilling at `limit` per `period_ms`, instead of
+ * the sliding window. A task's `rate_limit` takes no burst.
+ */
+export const queueRateSchema = rateSchema.extend({ burst: z.number().int().min(1).max(1_000_000).optional() }).strict();
+
 /** The queue settings a claim reads; each can be overridden at run time (PUT /v1/queues/:queue). */
 export const queueLimitsSchema = z
   .object({
@@ -43,9 +50,9 @@ export const queueLimitsSchema = z
     priority: z.number().int().min(-1_000_000).max(1_000_000).optional(),
     paused: z.boolean().optional(),
     /** Pushes of the queue per period. */
-    rate: rateSchema.optional(),
+    rate: queueRateSchema.optional(),
     /** Pushes per concurrency key per period (a key's default rate). */
-    key_rate: rateSchema.optional(),
+    key_rate: queueRateSchema.optional(),
     /**
      * Limits that learn (AIMD): the queue's and its keys' limits become ceilings, lowered by a
      * quarter on an overload answer (429, 503, a refused connection), raised by one after a

@@ -8,6 +8,18 @@
 create or replace function sluice.claim_lock() returns void
 language sql volatile as $$ select pg_advisory_xact_lock(7215530002) $$;
 
+-- How many tasks a rate with `burst` lets a claim at p_now lease (0017_rate_burst.sql, GCRA):
+-- with T = period_ms / limit, floor((burst · T − (max(tat, now) − now)) / T), at most burst;
+-- burst when the bucket has no row (idle). A hair of slack keeps k · T from rounding under k.
+create or replace function sluice.bucket_room(p_rate jsonb, p_tat timestamptz, p_now timestamptz) returns integer
+language sql immutable as $$
+  select least(
+    (p_rate ->> 'burst')::integer,
+    floor(((p_rate ->> 'burst')::integer * t.ms - extract(epoch from greatest(coalesce(p_tat, p_now), p_now) - p_now) * 1000) / t.ms + 1e-9)::integer
+  )
+  from (select (p_rate ->> 'period_ms')::float8 / (p_rate ->> 'limit')::integer as ms) t
+$$;
+
 -- The round-robin mark a new lane starts with (see 0002).
 create or replace function sluice.next_turn() returns bigint
 language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
@@ -112,6 +124,7 @@ declare
   v_held_queues text[];
   v_held_limits text[];
   v_grants jsonb;
+  v_buckets jsonb;
   v_waiting boolean;
 begin
   perform sluice.claim_lock();
@@ -237,10 +250,13 @@ begin
                     then least(coalesce(s.concurrency, lv.effective), greatest(lv.effective, coalesce(wt.n, 0) + 1))
                     else s.concurrency end as concurrency
       ) e
-      -- The queue's rate: its limit less the grants still inside their period.
+      -- The queue's rate: its limit less the grants still inside their period; with a burst, what
+      -- its bucket holds (0017_rate_burst.sql).
       left join lateral (
-        select (s.rate ->> 'limit')::integer - count(*)::integer as room from sluice.rate_grants g
-        where g.queue = d.queue and g.lane = '*' and g.until > v_now
+        select case when s.rate ? 'burst'
+                    then sluice.bucket_room(s.rate, (select rb.tat from sluice.rate_buckets rb where rb.queue = d.queue and rb.lane = '*'), v_now)
+                    else (s.rate ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
+                                                         where g.queue = d.queue and g.lane = '*' and g.until > v_now) end as room
       ) r on s.rate is not null
       where d.queue is not null
     ),
@@ -283,6 +299,8 @@ begin
         ) key_rate
         cross join lateral (
           select case when key_rate.value is null then v_want
+                      when key_rate.value ? 'burst'
+                      then sluice.bucket_room(key_rate.value, (select rb.tat from sluice.rate_buckets rb where rb.queue = k.queue and rb.lane = k.lane), v_now)
                       else (key_rate.value ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
                                                                     where g.queue = k.queue and g.lane = k.lane and g.until > v_now) end as value
         ) rate_room
@@ -330,13 +348,14 @@ begin
         and (b.budget = 0 or not exists (select 1 from lanes la where la.queue = b.queue)
              or exists (select 1 from candidates c where c.queue = b.queue))
     ),
-    -- What the chosen tasks use of rate limits: a grant per limited level.
+    -- What the chosen tasks use of rate limits: a grant per limited level, or a token of its
+    -- bucket when the rate has a burst.
     grants as (
-      select la.queue, '*' as lane, (b.rate ->> 'period_ms')::integer as period_ms
+      select la.queue, '*' as lane, b.rate
       from chosen ch join lanes la on la.key_id = ch.key_id join budgets b on b.queue = la.queue
       where b.rate is not null
       union all
-      select la.queue, la.lane, (la.key_rate ->> 'period_ms')::integer
+      select la.queue, la.lane, la.key_rate
       from chosen ch join lanes la on la.key_id = ch.key_id
       where la.key_rate is not null
     )
@@ -346,8 +365,11 @@ begin
            exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id)),
            (select array_agg(queue order by queue) from held),
            (select array_agg(reason order by queue) from held),
-           (select jsonb_agg(jsonb_build_array(queue, lane, period_ms)) from grants)
-    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits, v_grants;
+           (select jsonb_agg(jsonb_build_array(queue, lane, (rate ->> 'period_ms')::integer)) from grants where not rate ? 'burst'),
+           (select jsonb_agg(jsonb_build_array(queue, lane, (rate ->> 'period_ms')::float8 / (rate ->> 'limit')::integer,
+                                               (rate ->> 'burst')::integer, n) order by queue, lane)
+              from (select queue, lane, rate, count(*)::integer as n from grants where rate ? 'burst' group by queue, lane, rate) x)
+    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits, v_grants, v_buckets;
 
     -- Counted once per pass, from what its first round saw; nothing is written when nothing is held.
     if v_round = 1 and v_held_queues is not null then
@@ -374,6 +396,18 @@ begin
         insert into sluice.rate_grants (queue, lane, granted, until)
         select g ->> 0, g ->> 1, v_now, v_now + make_interval(secs => (g ->> 2)::numeric / 1000)
         from jsonb_array_elements(v_grants) g;
+      end if;
+      -- Each bucket's arrival time moves on by T per task from now, or from where it was if later;
+      -- the next task may go τ = (burst − 1) · T before it.
+      if v_buckets is not null then
+        insert into sluice.rate_buckets as rb (queue, lane, tat, next_at)
+        select x ->> 0, x ->> 1,
+               v_now + make_interval(secs => (x ->> 2)::float8 * (x ->> 4)::integer / 1000),
+               v_now + make_interval(secs => (x ->> 2)::float8 * ((x ->> 4)::integer - (x ->> 3)::integer + 1) / 1000)
+        from jsonb_array_elements(v_buckets) x
+        on conflict (queue, lane) do update
+          set tat = greatest(rb.tat, v_now) + (excluded.tat - v_now),
+              next_at = greatest(rb.tat, v_now) + (excluded.next_at - v_now);
       end if;
     end if;
     if v_served is not null then

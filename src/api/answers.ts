@@ -34,7 +34,12 @@ export const problem = z
 const SOURCES = ['override', 'env', 'task', 'default'] as const;
 
 /** A rate limit (src/core/limits.ts `Rate`), or none. */
-const rate = z.object({ limit: z.int(), period_ms: z.int() }).nullable().describe('At most `limit` pushes in any window of `period_ms`.');
+const rate = z
+  .object({ limit: z.int(), period_ms: z.int(), burst: z.int().optional() })
+  .nullable()
+  .describe(
+    'At most `limit` pushes in any window of `period_ms`; with `burst`, up to `burst` at once, refilling at `limit` per `period_ms`.',
+  );
 
 export const taskState = z
   .object({ id: z.string(), queue: z.string(), status: z.enum(TASK_STATUSES) })

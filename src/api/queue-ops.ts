@@ -6,7 +6,15 @@
 import { type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
 import { NotFoundError, ValidationError } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
-import { type EffectiveQueueLimits, type Rate, resolveKeyLimit, resolveKeyRate, resolveQueueLimits, type Source } from '../core/limits.ts';
+import {
+  bucketRoom,
+  type EffectiveQueueLimits,
+  type Rate,
+  resolveKeyLimit,
+  resolveKeyRate,
+  resolveQueueLimits,
+  type Source,
+} from '../core/limits.ts';
 import { textProblem } from '../core/text.ts';
 import { LIMITS } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
@@ -139,6 +147,12 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
   const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys, ...learntKeys])].sort();
   const adaptive = limits.adaptive.value;
   const queueWaiting = snapshot.waiting.filter((w) => !w.lentQueue).length;
+  // A window's grants inside their period; a bucket's tokens taken (burst less what it holds).
+  const rateUsed = (rate: Rate | null, key: string) =>
+    rate?.burst === undefined
+      ? (snapshot.rateUsed.get(key) ?? 0)
+      : rate.burst -
+        Math.max(0, bucketRoom({ ...rate, burst: rate.burst }, snapshot.buckets.get(key)?.getTime() ?? null, snapshot.now.getTime()));
   return {
     queue: name,
     now: snapshot.now,
@@ -151,7 +165,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
       effective: effectiveLimit(limits.concurrency.value, adaptive, snapshot.learnt.get('*'), queueWaiting),
       learnt: snapshot.learnt.get('*') ?? null,
       paused: limits.paused.value,
-      rate: { ...limits.rate, used: snapshot.rateUsed.get('*') ?? 0 },
+      rate: { ...limits.rate, used: rateUsed(limits.rate.value, '*') },
       waiting: queueWaiting,
     },
     keys: keys.map((key) => {
@@ -167,7 +181,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
         active: holders.length,
         effective: effectiveLimit(limit.value, adaptive, snapshot.learnt.get(key), waiting),
         learnt: snapshot.learnt.get(key) ?? null,
-        rate: { ...rate, used: snapshot.rateUsed.get(key) ?? 0 },
+        rate: { ...rate, used: rateUsed(rate.value, key) },
         waiting,
         holders,
       };

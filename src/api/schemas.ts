@@ -3,7 +3,7 @@
  * that turns a valid enqueue request into a `NewTask` with every default resolved.
  */
 import { z } from 'zod';
-import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema, rateSchema } from '../config.ts';
+import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema, queueRateSchema, rateSchema } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
@@ -273,8 +273,8 @@ export const overridePatchSchema = z
     key_concurrency: queueLimitsSchema.shape.key_concurrency.unwrap().nullable().optional(),
     priority: queueLimitsSchema.shape.priority.unwrap().nullable().optional(),
     paused: z.boolean().nullable().optional(),
-    rate: rateSchema.nullable().optional(),
-    key_rate: rateSchema.nullable().optional(),
+    rate: queueRateSchema.nullable().optional(),
+    key_rate: queueRateSchema.nullable().optional(),
     adaptive: z.boolean().nullable().optional(),
   })
   .strict();

@@ -13,10 +13,14 @@ export interface Resolved<T> {
   source: Source;
 }
 
-/** At most `limit` pushes in any window of `period_ms`. */
+/**
+ * At most `limit` pushes in any window of `period_ms`; with `burst` (a queue's rates only), up to
+ * `burst` at once, refilling at `limit` per `period_ms` (a token bucket).
+ */
 export interface Rate {
   limit: number;
   period_ms: number;
+  burst?: number | undefined;
 }
 
 /** The claim-time settings of a queue, as given by the environment or a run-time override. */
@@ -82,6 +86,17 @@ export function resolveKeyLimit(
   if (override !== null) return { value: override, source: 'override' };
   if (taskLimit !== null) return { value: taskLimit, source: 'task' };
   return queueKeyConcurrency;
+}
+
+/**
+ * How many tasks a rate with `burst` lets a claim at `nowMs` lease, given its bucket's arrival
+ * time (`sluice.bucket_room` in migrations/functions/claim.sql, the same arithmetic): `burst`
+ * when idle, less one per T = period_ms / limit still ahead.
+ */
+export function bucketRoom(rate: Rate & { burst: number }, tatMs: number | null, nowMs: number): number {
+  const t = rate.period_ms / rate.limit;
+  const ahead = Math.max(tatMs ?? nowMs, nowMs) - nowMs;
+  return Math.min(rate.burst, Math.floor((rate.burst * t - ahead) / t + 1e-9));
 }
 
 /** Slots left at a level: `Infinity` when it has no limit, never below zero. */

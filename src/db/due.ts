@@ -26,6 +26,11 @@ select (extract(epoch from least(
    where g.until > statement_timestamp()
      and exists (select 1 from sluice.lanes k where k.queue = g.queue and k.head_priority is not null and (g.lane = '*' or k.lane = g.lane))
    order by g.until limit 1),
+  -- A rate's bucket (0017_rate_burst.sql) at a level with due tasks: its next token.
+  (select rb.next_at from sluice.rate_buckets rb
+   where rb.next_at > statement_timestamp()
+     and exists (select 1 from sluice.lanes k where k.queue = rb.queue and k.head_priority is not null and (rb.lane = '*' or k.lane = rb.lane))
+   order by rb.next_at limit 1),
   -- A held level (a Retry-After, 0016_levels.sql) with due tasks: free when its hold ends.
   (select lv.held_until from sluice.levels lv
    where lv.held_until > statement_timestamp()

@@ -131,6 +131,8 @@ export interface ConcurrencySnapshot {
   waiting: Array<{ taskId: string; concurrencyKey: string | null; lentQueue: boolean; lentKey: boolean }>;
   /** What each level learnt from its endpoint (0016_levels.sql), per key ('*': the queue's own). */
   learnt: Map<string, Learnt>;
+  /** The arrival time of each rate bucket (a rate with `burst`, 0017_rate_burst.sql), per key ('*': the queue's own). */
+  buckets: Map<string, Date>;
 }
 
 /** A level's learnt limit (adaptive queues) and hold (a Retry-After), and why either last moved. */
@@ -164,6 +166,7 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
     rate_used: Record<string, number> | null;
     waiting: Array<{ task_id: string; concurrency_key: string | null; lent_queue: boolean; lent_key: boolean }> | null;
     levels: Record<string, { effective: number | null; held_until: string | null; reason: string | null; moved_at: string | null }> | null;
+    buckets: Record<string, string> | null;
   }>(
     `select now() as now,
        (select count(*)::int from sluice.tasks where status = 'leased') as cluster_active,
@@ -183,7 +186,9 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
           from sluice.tasks where status = 'waiting' and queue = $1) as waiting,
        (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end,
                                json_build_object('effective', effective, 'held_until', held_until, 'reason', reason, 'moved_at', moved_at))
-          from sluice.levels where queue = $1) as levels`,
+          from sluice.levels where queue = $1) as levels,
+       (select json_object_agg(case when lane = '*' then '*' else substr(lane, 3) end, tat)
+          from sluice.rate_buckets where queue = $1) as buckets`,
     [queue],
   );
   const row = rows[0]!;
@@ -215,6 +220,7 @@ export async function concurrencySnapshot(db: Queryable, queue: string): Promise
       lentQueue: w.lent_queue,
       lentKey: w.lent_key,
     })),
+    buckets: new Map(Object.entries(row.buckets ?? {}).map(([key, tat]) => [key, new Date(tat)])),
     learnt: new Map(
       Object.entries(row.levels ?? {}).map(([key, l]) => [
         key,

@@ -13,6 +13,14 @@ export async function rateGrantsSweep(db: Queryable): Promise<number> {
   return row?.n ?? 0;
 }
 
+/** Deletes the rate buckets that are full again (their arrival time passed: as good as none); returns how many. */
+export async function rateBucketsSweep(db: Queryable): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    'with gone as (delete from sluice.rate_buckets where tat < now() returning 1) select count(*)::int as n from gone',
+  );
+  return row?.n ?? 0;
+}
+
 /** A level whose learnt limit did not move for this long, and is not held, goes back to its configured limit. */
 export const LEVEL_IDLE_MS = 3_600_000;
 

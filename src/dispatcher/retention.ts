@@ -9,7 +9,7 @@
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
 import { historySweep, moveStragglers } from '../db/history.ts';
-import { levelsSweep, rateGrantsSweep } from '../db/retention.ts';
+import { levelsSweep, rateBucketsSweep, rateGrantsSweep } from '../db/retention.ts';
 import { withDbRetry } from './retry-db.ts';
 
 /** With no window (kept for ever), buckets still close daily: a closed bucket is counted once for /metrics. */
@@ -44,6 +44,7 @@ export interface SweepReport {
 /** One sweep: rate-limit grants past their period, idle levels, stragglers, then the buckets. `now`: the sweep's clock (tests). */
 export async function sweepFinished(db: Queryable, config: RetentionConfig, now?: Date): Promise<SweepReport> {
   await withDbRetry(() => rateGrantsSweep(db));
+  await withDbRetry(() => rateBucketsSweep(db));
   await withDbRetry(() => levelsSweep(db));
   const stragglers = await withDbRetry(() => moveStragglers(db, STRAGGLERS));
   const { opened, dropped } = await withDbRetry(() => historySweep(db, bucketWidthMs(config), keepMs(config), now));

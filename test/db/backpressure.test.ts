@@ -6,10 +6,9 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { concurrencyPicture } from '../../src/api/queue-ops.ts';
-import { type Config, claimQueuesJson } from '../../src/config.ts';
+import type { Config } from '../../src/config.ts';
 import type { Settlement, Signal } from '../../src/core/outcome.ts';
 import type { LeasedTask } from '../../src/core/types.ts';
-import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { levelsSweep } from '../../src/db/retention.ts';
@@ -19,6 +18,7 @@ import { loadKeyring } from '../../src/security/keyring.ts';
 import { testConfig } from '../helpers/config.ts';
 import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { claimAtMs, dbNowMs, longDue } from '../helpers/moved-clock.ts';
 import { newTask } from '../helpers/tasks.ts';
 
 const QUEUES = {
@@ -46,16 +46,11 @@ beforeEach(async () => {
   await t.db.query('update sluice.promotion set promoted_to = now()');
 });
 
-/** The database's clock now, in ms: holds are set on it, so the passes below move from it. */
-async function dbNow(): Promise<number> {
-  const [row] = await t.db.query<{ ms: number }>('select (extract(epoch from now()) * 1000)::float8 as ms');
-  return row!.ms;
-}
+const dbNow = () => dbNowMs(t.db);
 
-const claimAt = (ms: number, max = 100) =>
-  taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: claimQueuesJson(config), now: new Date(ms) });
+const claimAt = (ms: number, max = 100) => claimAtMs(t.db, config, ms, max);
 
-const due = () => new Date(Date.now() - 60_000);
+const due = longDue;
 
 /** Ends leases as the dispatcher would after each push's answer. */
 function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Signal | null) {

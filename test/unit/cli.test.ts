@@ -85,6 +85,12 @@ describe('rates', () => {
     expect(rates.map(rateText)).toEqual(['10/1s', '5/250ms', '100/90s', '1/2h', '7/1d', '3/1500ms']);
     expect(() => parseRate('rate', '10 per second')).toThrow(/--rate must be N\/PERIOD/);
   });
+
+  it('reads and writes a burst as N/PERIOD+B', () => {
+    expect(parseRate('rate', '10/1s+50')).toEqual({ limit: 10, period_ms: 1_000, burst: 50 });
+    expect(rateText({ limit: 10, period_ms: 1_000, burst: 50 })).toBe('10/1s+50');
+    expect(() => parseRate('rate', '10/1s+')).toThrow(/N\/PERIOD\+BURST/);
+  });
 });
 
 describe('succeeded counts from /metrics', () => {

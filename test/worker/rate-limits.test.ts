@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const RATE = { limit: 2, period_ms: 500 };
-const f = useWorkerFixture(() => ({ SLUICE_QUEUES: JSON.stringify({ paced: { key_rate: RATE } }) }));
+const BURST = { limit: 2, period_ms: 1_000, burst: 4 };
+const f = useWorkerFixture(() => ({ SLUICE_QUEUES: JSON.stringify({ paced: { key_rate: RATE }, bursty: { rate: BURST } }) }));
 
 describe('rate limits on the Worker', () => {
   it('push a key held by its rate when the rate has room again, without the cron', async () => {
@@ -29,5 +30,34 @@ describe('rate limits on the Worker', () => {
     expect(gap).toBeGreaterThanOrEqual(2 * RATE.period_ms);
     for (const a of times) expect(times.filter((x) => x >= a && x < a + RATE.period_ms).length).toBeLessThanOrEqual(RATE.limit);
     console.info(`worker: 5 tasks of one key at 2 per 500 ms pushed over ${gap} ms`);
+  });
+
+  it('a rate with a burst pushes the burst at once, then one per period / limit, woken by the alarm', async () => {
+    f.endpoint.reply(() => ({ status: 200 }));
+    const res = await fetch(`${f.worker.url}/v1/tasks/batch`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tasks: Array.from({ length: 6 }, (_, i) => ({ queue: 'bursty', url: `${f.endpoint.url}/b`, body: { i } })) }),
+    });
+    expect(res.status).toBe(201);
+    await expect
+      .poll(
+        async () =>
+          (await f.t.db.query(`select 1 from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id where t.queue = 'bursty'`))
+            .length,
+        {
+          timeout: 15_000,
+        },
+      )
+      .toBe(6);
+    // On the claims' clock: four in the first claim, the fifth and sixth T = 500 ms apart after it.
+    const rows = await f.t.db.query<{ s: Date }>(
+      `select a.started_at as s from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id where t.queue = 'bursty' order by 1`,
+    );
+    const times = rows.map((r) => new Date(r.s).getTime() - new Date(rows[0]!.s).getTime());
+    expect(times.slice(0, 4).every((ms) => ms === times[0])).toBe(true);
+    expect(times[4]!).toBeGreaterThanOrEqual(500);
+    expect(times[5]!).toBeGreaterThanOrEqual(1_000);
+    console.info(`worker: 6 tasks at 2/s with a burst of 4 started at ${times.join(', ')} ms`);
   });
 });

@@ -13,7 +13,11 @@ const SETTINGS = [
 ] as const;
 
 const RATES = [
-  ['rate', 'rate', 'pushes the queue may start in any window of PERIOD (10/1s, 100/1m, 5/250ms)'],
+  [
+    'rate',
+    'rate',
+    'pushes the queue may start in any window of PERIOD (10/1s, 100/1m, 5/250ms); +B for a burst: up to B at once, refilling at N per PERIOD (10/1s+50)',
+  ],
   ['key-rate', 'key_rate', 'the same for each key of the queue (keys without a rate of their own)'],
 ] as const;
 

@@ -9,10 +9,14 @@ export type HttpMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'GET';
 export type TaskStatus = 'pending' | 'leased' | 'waiting' | 'succeeded' | 'dead' | 'cancelled' | 'expired';
 /** Where a setting's value comes from: a run-time override, the environment, the task, or the default. */
 export type Source = 'override' | 'env' | 'task' | 'default';
-/** At most `limit` pushes in any window of `period_ms`. */
+/**
+ * At most `limit` pushes in any window of `period_ms`; with `burst` (a queue's rates only), up to
+ * `burst` at once, refilling at `limit` per `period_ms`.
+ */
 export interface Rate {
   limit: number;
   period_ms: number;
+  burst?: number | undefined;
 }
 
 export interface EnqueueRequest {
