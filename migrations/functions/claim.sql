@@ -8,17 +8,23 @@
 create or replace function sluice.claim_lock() returns void
 language sql volatile as $$ select pg_advisory_xact_lock(7215530002) $$;
 
--- How many tasks a rate with `burst` lets a claim at p_now lease (0017_rate_burst.sql, GCRA):
--- with T = period_ms / limit, floor((burst · T − (max(tat, now) − now)) / T), at most burst;
--- burst when the bucket has no row (idle). A hair of slack keeps k · T from rounding under k.
-create or replace function sluice.bucket_room(p_rate jsonb, p_tat timestamptz, p_now timestamptz) returns integer
-language sql immutable as $$
-  select least(
+-- How many tasks a rate with `burst` lets a claim at p_now lease at a level (0017_rate_burst.sql,
+-- GCRA): with T = period_ms / limit, floor((burst · T − (max(tat, now) − now)) / T), at most
+-- burst; burst when the bucket has no row (idle). A hair of slack keeps k · T from rounding
+-- under k. A function of its own (not inlined), so that the claim's plan names no bucket table:
+-- a pass without burst rates neither opens nor locks it.
+create or replace function sluice.bucket_room(p_rate jsonb, p_queue text, p_lane text, p_now timestamptz) returns integer
+language plpgsql stable as $$
+declare
+  v_tat timestamptz;
+  v_ms float8 := (p_rate ->> 'period_ms')::float8 / (p_rate ->> 'limit')::integer;
+begin
+  select tat into v_tat from sluice.rate_buckets where queue = p_queue and lane = p_lane;
+  return least(
     (p_rate ->> 'burst')::integer,
-    floor(((p_rate ->> 'burst')::integer * t.ms - extract(epoch from greatest(coalesce(p_tat, p_now), p_now) - p_now) * 1000) / t.ms + 1e-9)::integer
-  )
-  from (select (p_rate ->> 'period_ms')::float8 / (p_rate ->> 'limit')::integer as ms) t
-$$;
+    floor(((p_rate ->> 'burst')::integer * v_ms - extract(epoch from greatest(coalesce(v_tat, p_now), p_now) - p_now) * 1000) / v_ms + 1e-9)::integer
+  );
+end $$;
 
 -- The round-robin mark a new lane starts with (see 0002).
 create or replace function sluice.next_turn() returns bigint
@@ -254,7 +260,7 @@ begin
       -- its bucket holds (0017_rate_burst.sql).
       left join lateral (
         select case when s.rate ? 'burst'
-                    then sluice.bucket_room(s.rate, (select rb.tat from sluice.rate_buckets rb where rb.queue = d.queue and rb.lane = '*'), v_now)
+                    then sluice.bucket_room(s.rate, d.queue, '*', v_now)
                     else (s.rate ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
                                                          where g.queue = d.queue and g.lane = '*' and g.until > v_now) end as room
       ) r on s.rate is not null
@@ -300,7 +306,7 @@ begin
         cross join lateral (
           select case when key_rate.value is null then v_want
                       when key_rate.value ? 'burst'
-                      then sluice.bucket_room(key_rate.value, (select rb.tat from sluice.rate_buckets rb where rb.queue = k.queue and rb.lane = k.lane), v_now)
+                      then sluice.bucket_room(key_rate.value, k.queue, k.lane, v_now)
                       else (key_rate.value ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
                                                                     where g.queue = k.queue and g.lane = k.lane and g.until > v_now) end as value
         ) rate_room

@@ -68,7 +68,9 @@ export function outcomeRecorder(deps: RecordDeps) {
         settlement,
         durationMs,
         // An expired lease is no answer: the reaper's settlement says nothing of the endpoint.
-        ...(require ? { require } : { signal }),
+        ...(require
+          ? { require }
+          : { signal: signal && { signal, queue: task.queue, concurrencyKey: task.concurrencyKey, deferrals: task.deferrals } }),
       });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);

@@ -35,7 +35,12 @@ let endpoint: TestEndpoint;
 
 beforeAll(async () => {
   [t, endpoint] = await Promise.all([createTestDatabase(), startEndpoint()]);
-  ({ config } = await testConfig(t.url, { SLUICE_QUEUES: JSON.stringify(QUEUES), SLUICE_ALLOW_PRIVATE_TARGETS: 'true' }));
+  // 64 places: what a level holds at once is up to its limits, not the run's places.
+  ({ config } = await testConfig(t.url, {
+    SLUICE_QUEUES: JSON.stringify(QUEUES),
+    SLUICE_ALLOW_PRIVATE_TARGETS: 'true',
+    SLUICE_DISPATCH_PARALLELISM: '64',
+  }));
 });
 afterAll(async () => {
   await endpoint?.close();
@@ -63,7 +68,7 @@ function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Si
       attempt: task.attempts,
       settlement,
       durationMs: 10,
-      signal,
+      signal: signal && { signal, queue: task.queue, concurrencyKey: task.concurrencyKey, deferrals: task.deferrals },
     })),
     ['adaptive', 'cap', 'capkeyed'],
   );
