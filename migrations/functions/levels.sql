@@ -4,7 +4,8 @@
 -- settles of queues that learn nothing pay nothing for it. This file is its one home.
 --
 -- p_signals: [{queue, level ('*' or the lane), signal ('ok' | 'overload' | 'hold'), adaptive,
--- leased_at, wait_ms (a hold's), http_status}], p_ids: the tasks whose leases end in the batch.
+-- leased_at, wait_ms (a hold's), cause ('HTTP 429', 'timeout', …)}], p_ids: the tasks whose
+-- leases are in the batch.
 -- One row per level, locked in (queue, lane) order. `n` is the level's leases in flight.
 -- - An overload from a lease that began after the level was last lowered lowers it by a quarter
 --   (β = 0.75, as CUBIC's, where TCP Reno halves: the sawtooth between capacity and ¾ of it
@@ -22,7 +23,7 @@ declare
 begin
   with input as (
     select s.* from jsonb_to_recordset(p_signals) as s(
-      queue text, level text, signal text, adaptive boolean, leased_at timestamptz, wait_ms double precision, http_status integer)
+      queue text, level text, signal text, adaptive boolean, leased_at timestamptz, wait_ms double precision, cause text)
   ),
   signals as (
     select i.queue, i.level,
@@ -30,7 +31,7 @@ begin
            max(i.leased_at) filter (where i.signal = 'overload' and i.adaptive) as overload_leased_at,
            count(*) filter (where i.signal = 'ok' and i.adaptive) as oks,
            max(now() + make_interval(secs => greatest(i.wait_ms, 0) / 1000.0)) filter (where i.signal = 'hold') as hold_until,
-           max(i.http_status) filter (where i.signal in ('overload', 'hold')) as http_status,
+           max(i.cause) filter (where i.signal in ('overload', 'hold')) as cause,
            -- In flight: the leases ending now, and the others (whether this statement sees the
            -- caller's writes to them or not, they are counted once).
            count(*)::integer + (select count(*)::integer from sluice.tasks t
@@ -64,9 +65,9 @@ begin
              case when d.lower or d.grow then 0 else old.successes + sg.oks end as successes,
              case when d.lower then now() else old.decreased_at end as decreased_at,
              case when d.hold then sg.hold_until else old.held_until end as held_until,
-             case when d.lower then 'lowered: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
+             case when d.lower then 'lowered: ' || sg.cause
                   when d.grow then 'raised: a window of successes'
-                  when d.hold then 'held: Retry-After from HTTP ' || sg.http_status
+                  when d.hold then 'held: Retry-After from ' || sg.cause
                   else old.reason end as reason,
              case when d.lower or d.grow or d.hold then now() else old.moved_at end as moved_at
     ) m
@@ -78,8 +79,8 @@ begin
            case when sg.overloads > 0 then greatest(1, sg.n * 3 / 4) end,
            case when sg.overloads > 0 then now() end,
            sg.hold_until,
-           case when sg.overloads > 0 then 'lowered: ' || coalesce('HTTP ' || sg.http_status, 'connection refused')
-                else 'held: Retry-After from HTTP ' || sg.http_status end,
+           case when sg.overloads > 0 then 'lowered: ' || sg.cause
+                else 'held: Retry-After from ' || sg.cause end,
            now()
     from signals sg
     where (sg.overloads > 0 or sg.hold_until is not null)

@@ -69,7 +69,8 @@ export function classifyPush(result: PushResult, nowMs: number): Outcome {
  * `ok` (answered 2xx), `overload` (429 or 503 without Retry-After, or a refused connection),
  * `hold` (429 or 503 with Retry-After: the whole level waits until then). Only adaptive queues
  * learn from `ok` and `overload`; every queue is held. A push that went unanswered (a timeout,
- * a reset connection) keeps its lease and says nothing here.
+ * a connection lost) keeps its lease, so no settle carries its signal: the recorder sends it
+ * on its own (db/levels.ts).
  */
 export type Signal = 'ok' | 'overload' | 'hold';
 

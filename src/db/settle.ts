@@ -115,7 +115,8 @@ history as (
 learn as (
   select case when count(*) > 0 then sluice.levels_learn(
            jsonb_agg(jsonb_build_object('queue', i.queue, 'level', i.level, 'signal', i.signal, 'adaptive', i.adaptive,
-                                        'leased_at', i.leased_at, 'wait_ms', i.wait_ms, 'http_status', i.http_status)),
+                                        'leased_at', i.leased_at, 'wait_ms', i.wait_ms,
+                                        'cause', coalesce('HTTP ' || i.http_status, 'connection refused'))),
            (select array_agg(id) from input)) end as levels
   from input i
   where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or i.signal = 'hold')

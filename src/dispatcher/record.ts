@@ -8,6 +8,7 @@ import { decide, type Outcome, pushSignal } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { leaseNote } from '../db/leases.ts';
+import { levelsLearnUnanswered } from '../db/levels.ts';
 import type { Meter } from './meter.ts';
 import type { RunReport } from './report.ts';
 import { withDbRetry } from './retry-db.ts';
@@ -21,6 +22,8 @@ export interface RecordDeps {
   log: Pick<Console, 'warn' | 'error'>;
   now: () => number;
   random: () => number;
+  /** The environment's adaptive queues (an override may change any): for the unanswered pushes' signals. */
+  adaptiveQueues?: readonly string[];
 }
 
 /**
@@ -51,6 +54,16 @@ export function outcomeRecorder(deps: RecordDeps) {
       await withDbRetry(() => leaseNote(db, task.id, task.lease.id, unansweredNote(task.attempts, outcome.error))).catch((error: unknown) =>
         log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),
       );
+      // No answer in time, or a connection lost: a sign of overload, for an adaptive queue's level.
+      const cause = outcome.error.startsWith('push timed out') ? 'timeout' : 'connection lost';
+      meter.add('overloads', task.queue, 'unanswered');
+      await withDbRetry(() =>
+        levelsLearnUnanswered(
+          db,
+          { taskId: task.id, queue: task.queue, concurrencyKey: task.concurrencyKey, leasedAt: task.lease.leasedAt, cause },
+          deps.adaptiveQueues ?? [],
+        ),
+      ).catch((error: unknown) => log.warn(`sluice: learning from the unanswered push of task ${task.id} failed`, error));
       return;
     }
     const settlement = decide(task, outcome, deps.now(), deps.random());

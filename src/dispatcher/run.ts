@@ -84,7 +84,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const report = emptyReport();
   const meter = deps.meter ?? new Meter();
   meter.add('dispatch_runs');
-  const settler = new Settler(db, adaptiveQueues(config));
+  const adaptive = adaptiveQueues(config);
+  const settler = new Settler(db, adaptive);
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
@@ -97,7 +98,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     transport: deps.transport ?? fetchTransport((input, init) => fetch(input, init)),
   };
   const push = deps.push ?? ((task: LeasedTask) => pushTask(task, pushDeps));
-  const settle = outcomeRecorder({ db, settler, meter, report, log, now, random: deps.random ?? Math.random });
+  const settle = outcomeRecorder({ db, settler, meter, report, log, now, random: deps.random ?? Math.random, adaptiveQueues: adaptive });
 
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();

@@ -11,6 +11,7 @@ import type { Settlement, Signal } from '../../src/core/outcome.ts';
 import type { LeasedTask } from '../../src/core/types.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { levelsLearnUnanswered } from '../../src/db/levels.ts';
 import { levelsSweep } from '../../src/db/retention.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
@@ -195,6 +196,23 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     // An overload from a lease that began after the cut lowers it again: 7 in flight → 5.
     await settle(third.slice(0, 1), retry(503), 'overload');
     expect(await level('adaptive', '*')).toMatchObject({ effective: 5, reason: 'lowered: HTTP 503' });
+  });
+
+  it('a push that went unanswered (a timeout) lowers an adaptive level too; its lease stays held', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 8 }, () => newTask({ queue: 'adaptive', runAt: due() })),
+    );
+    const leased = await claimAt(await dbNow());
+    const [late] = leased;
+    const push = { taskId: late!.id, queue: 'adaptive', concurrencyKey: null, leasedAt: late!.lease.leasedAt, cause: 'timeout' };
+    await levelsLearnUnanswered(t.db, push, ['adaptive']);
+    expect(await level('adaptive', '*')).toMatchObject({ effective: 6, reason: 'lowered: timeout' });
+    const [row] = await t.db.query<{ status: string }>('select status from sluice.tasks where id = $1', [late!.id]);
+    expect(row?.status).toBe('leased');
+    // Not adaptive: nothing is learnt.
+    await levelsLearnUnanswered(t.db, { ...push, queue: 'fixed' }, ['adaptive']);
+    expect(await level('fixed', '*')).toBeUndefined();
   });
 
   it('a queue that is not adaptive learns nothing: an overload is a failed attempt', async () => {

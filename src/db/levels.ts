@@ -1,0 +1,34 @@
+/**
+ * What a push that went unanswered teaches its level (0016_levels.sql). Its lease stays held
+ * until it expires or its holder ends it, so no settle carries its signal: this call does, on an
+ * adaptive queue only (an override wins over the environment's list, as in the settle).
+ */
+import type { Queryable } from './db.ts';
+
+export interface UnansweredPush {
+  taskId: string;
+  queue: string;
+  concurrencyKey: string | null;
+  leasedAt: Date;
+  /** `timeout` or `connection lost`. */
+  cause: string;
+}
+
+export async function levelsLearnUnanswered(db: Queryable, push: UnansweredPush, adaptiveQueues: readonly string[]): Promise<void> {
+  await db.query(
+    `select sluice.levels_learn(
+       jsonb_build_array(jsonb_build_object('queue', $1::text, 'level', $2::text, 'signal', 'overload', 'adaptive', true,
+                                            'leased_at', $3::timestamptz, 'cause', $4::text)),
+       array[$5::bigint])
+     from (select coalesce((select (options ->> 'adaptive')::boolean from sluice.queues where name = $1), $1 = any($6::text[])) as adaptive) a
+     where a.adaptive`,
+    [
+      push.queue,
+      push.concurrencyKey === null ? '*' : `k:${push.concurrencyKey}`,
+      push.leasedAt.toISOString(),
+      push.cause,
+      push.taskId,
+      adaptiveQueues,
+    ],
+  );
+}
