@@ -110,7 +110,10 @@ export const taskDetail = task
  * An enqueued task: whole, or only its id, queue and status when the request said
  * `Prefer: return=minimal` and for a deduplicated hit shown to a key without tasks:read.
  */
-const deduplicated = z.object({ deduplicated: z.boolean() });
+const deduplicated = z.object({
+  deduplicated: z.boolean(),
+  debounced: z.boolean().optional().describe('For a task with `debounce`: whether it joined an earlier task (the one answered).'),
+});
 export const enqueued = z
   .union([z.intersection(task, deduplicated), z.intersection(taskState, deduplicated)])
   .describe(

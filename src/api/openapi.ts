@@ -115,7 +115,8 @@ export function openApiDocument(): object {
       '/v1/tasks': {
         post: operation({
           id: 'enqueueTask',
-          summary: 'Enqueue a task (200 when an unfinished task with the same dedup_key is returned)',
+          summary:
+            'Enqueue a task (200 when an existing task answers: an unfinished one with the same dedup_key, or the one a debounce joined)',
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
           headers: [preferHeader],

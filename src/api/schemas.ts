@@ -77,9 +77,38 @@ export const enqueueSchema = z
     timeout_ms: z.number().int().min(100).max(LIMITS.maxLeaseMs).optional(),
     lease_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
     dedup_key: text().min(1).max(LIMITS.keyChars).optional(),
+    debounce: z
+      .object({
+        key: text().min(1).max(LIMITS.keyChars),
+        period_ms: z.number().int().min(1).max(LIMITS.maxDelayMs),
+        max_wait_ms: z.number().int().min(1).max(LIMITS.maxDelayMs).optional(),
+        mode: z.enum(['trailing', 'leading']).default('trailing'),
+      })
+      .strict()
+      .optional()
+      .describe(
+        'Enqueues with the same queue and key join one task. trailing (default): it runs period_ms after the last of them, ' +
+          'with the last body, never later than max_wait_ms after the first; leading: the first runs at once, and those ' +
+          'within period_ms of it join it without a push. The answer names the task joined (`debounced`).',
+      ),
   })
   .strict()
   .superRefine((t, ctx) => {
+    if (t.debounce !== undefined) {
+      if (t.dedup_key !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['debounce'], message: 'give either `dedup_key` or `debounce`, not both' });
+      if (t.debounce.mode === 'trailing' && (t.delay_ms !== undefined || t.run_at !== undefined)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['debounce'],
+          message: 'a trailing debounce sets when the task runs: give no `delay_ms` or `run_at`',
+        });
+      }
+      const { period_ms, max_wait_ms } = t.debounce;
+      if (max_wait_ms !== undefined && max_wait_ms < period_ms) {
+        ctx.addIssue({ code: 'custom', path: ['debounce', 'max_wait_ms'], message: `must be at least period_ms (${period_ms})` });
+      }
+    }
     const both = (a: keyof typeof t, b: keyof typeof t) => {
       if (t[a] !== undefined && t[b] !== undefined)
         ctx.addIssue({ code: 'custom', path: [b], message: `give either \`${a}\` or \`${b}\`, not both` });
@@ -232,6 +261,16 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       timeoutMs,
       leaseMs,
       dedupKey: input.dedup_key ?? null,
+      ...(input.debounce
+        ? {
+            debounce: {
+              key: input.debounce.key,
+              periodMs: input.debounce.period_ms,
+              maxWaitMs: input.debounce.max_wait_ms ?? null,
+              mode: input.debounce.mode,
+            },
+          }
+        : {}),
     },
   };
 }

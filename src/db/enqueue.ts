@@ -5,6 +5,7 @@
 import { ValidationError } from '../core/errors.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import { type Db, prepared, type Queryable } from './db.ts';
+import { type Debounce, debounceJoin, debounceRecord } from './debounce.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask, UNFINISHED_SQL } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
@@ -31,12 +32,16 @@ export interface NewTask {
   timeoutMs: number;
   leaseMs: number;
   dedupKey: string | null;
+  /** Enqueues with the same queue and key join one task (src/db/debounce.ts). */
+  debounce?: Debounce | null;
 }
 
 export interface Enqueued<T = Task> {
   task: T;
   /** True when an unfinished task with the same `dedup_key` was returned instead. */
   deduplicated: boolean;
+  /** For a task with `debounce`: true when it joined an earlier task, which is `task`. */
+  debounced?: boolean;
 }
 
 /** What a lean enqueue reads back of each task: where it went, and when it comes due. */
@@ -110,15 +115,23 @@ function inputColumns(tasks: readonly NewTask[]): unknown[][] {
 interface Shape<R, T> {
   insert: string;
   findByDedup: string;
+  /** One task by id, finished or not (a debounced enqueue returns the task it joined). */
+  findById: string;
   read(row: R): T;
 }
 
-const WHOLE: Shape<TaskRow, Task> = { insert: insertSql('*'), findByDedup: findUnfinishedByDedupSql('t.*'), read: toTask };
+const WHOLE: Shape<TaskRow, Task> = {
+  insert: insertSql('*'),
+  findByDedup: findUnfinishedByDedupSql('t.*'),
+  findById: 'select * from sluice.all_tasks where id = $1',
+  read: toTask,
+};
 // Its columns are named, so it can be a prepared statement (parsed and planned once a connection).
 const REF_COLUMNS = ['id', 'queue', 'status', 'run_at', 'created_at'];
 const REF: Shape<TaskRefRow, TaskRef> = {
   insert: prepared('enqueue_refs', insertSql(REF_COLUMNS.join(', '))),
   findByDedup: findUnfinishedByDedupSql(REF_COLUMNS.map((c) => `t.${c}`).join(', ')),
+  findById: `select ${REF_COLUMNS.join(', ')} from sluice.all_tasks where id = $1`,
   read: (r) => ({ id: String(r.id), queue: r.queue, status: r.status, runAt: r.run_at, createdAt: r.created_at }),
 };
 
@@ -174,18 +187,56 @@ export function taskInsertManyRefs(db: Db, tasks: readonly NewTask[]): Promise<E
 }
 
 async function insertMany<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
-  const input = inputColumns(tasks);
-  // Without dedup keys one statement is the whole, atomic, write.
-  if (!tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, input, tasks, shape);
+  const debounced = tasks.some((t) => t.debounce);
+  // Without dedup keys or debounces one statement is the whole, atomic, write.
+  if (!debounced && !tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, inputColumns(tasks), tasks, shape);
   // With them, a conflicting item is looked up afterwards, in the same transaction. The
   // conflicting task may finish between the two statements; then try again.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await db.transaction((tx) => insertOnce(tx, input, tasks, shape));
+      return await db.transaction((tx) =>
+        debounced ? insertWithDebounces(tx, tasks, shape) : insertOnce(tx, inputColumns(tasks), tasks, shape),
+      );
     } catch (error) {
       if (!(error instanceof DedupRace) || attempt >= 5) throw error;
     }
   }
+}
+
+/**
+ * A batch with debounced items (db/debounce.ts), in one transaction: the others in one insert,
+ * then each debounced item in input order, joining its key's task or made as the one to join
+ * (a trailing one due `periodMs` from now).
+ */
+async function insertWithDebounces<R, T>(q: Queryable, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+  const out: Enqueued<T>[] = new Array(tasks.length);
+  const plain = tasks.flatMap((t, i) => (t.debounce ? [] : [i]));
+  if (plain.length > 0) {
+    const made = await insertOnce(
+      q,
+      inputColumns(plain.map((i) => tasks[i]!)),
+      plain.map((i) => tasks[i]!),
+      shape,
+    );
+    made.forEach((e, n) => {
+      out[plain[n]!] = e;
+    });
+  }
+  for (const [i, t] of tasks.entries()) {
+    if (!t.debounce) continue;
+    const task = t as NewTask & { debounce: Debounce };
+    const joined = await debounceJoin(q, task);
+    if (joined !== null) {
+      const [row] = await q.query<R>(shape.findById, [joined]);
+      out[i] = { task: shape.read(row!), deduplicated: false, debounced: true };
+      continue;
+    }
+    const first = task.debounce.mode === 'trailing' ? { ...task, runAt: null, delayMs: task.debounce.periodMs } : task;
+    const [made] = await insertOnce(q, inputColumns([first]), [first], shape);
+    await debounceRecord(q, task, (made!.task as { id: string }).id);
+    out[i] = { ...made!, debounced: false };
+  }
+  return out;
 }
 
 class DedupRace extends Error {

@@ -1,7 +1,7 @@
 /**
  * Backpressure through the real Worker in workerd (migrations/0016_levels.sql): an adaptive
- * queue learns to stay near what its endpoint takes, and a Retry-After holds its key, woken by
- * the scheduler's alarm (the cron never fires here).
+ * queue learns to stay near what its endpoint takes, a Retry-After holds its key, woken by the
+ * scheduler's alarm (the cron never fires here), and a debounced burst is pushed once.
  */
 import { describe, expect, it } from 'vitest';
 import { useWorkerFixture } from '../helpers/worker-fixture.ts';
@@ -95,5 +95,28 @@ describe('backpressure on the Worker', () => {
     console.info(
       `worker: key a held until ${until!.toISOString()}, pushed again ${Math.min(...laterA) - holdEnd} ms after; key b pushed ${holdEnd - b} ms before the hold ended`,
     );
+  });
+
+  it('a debounced burst of enqueues is pushed once, with the last body', async () => {
+    f.endpoint.reply(() => ({ status: 200 }));
+    const ids = new Set<string>();
+    for (let v = 1; v <= 5; v++) {
+      const res = await fetch(`${f.worker.url}/v1/tasks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ queue: 'keyed', url: `${f.endpoint.url}/burst`, body: { v }, debounce: { key: 'doc', period_ms: 300 } }),
+      });
+      expect(res.status).toBe(v === 1 ? 201 : 200);
+      ids.add(((await res.json()) as { id: string }).id);
+    }
+    expect(ids.size).toBe(1);
+    const [id] = [...ids];
+    await expect
+      .poll(async () => (await f.t.db.query<{ status: string }>('select status from sluice.all_tasks where id = $1', [id]))[0]?.status, {
+        timeout: 10_000,
+      })
+      .toBe('succeeded');
+    const pushes = f.endpoint.received.filter((p) => p.path === '/burst');
+    expect(pushes.map((p) => JSON.parse(p.text))).toEqual([{ v: 5 }]);
   });
 });

@@ -20,7 +20,8 @@ export const tasks = new Hono<AppEnv>();
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
   const [view] = await enqueue(c, validateTasks([raw], c.var.config, ''));
-  return c.json(view, view?.deduplicated ? 200 : 201);
+  // 200: an existing task answers, a dedup hit or the task a debounced enqueue joined.
+  return c.json(view, view?.deduplicated || view?.debounced ? 200 : 201);
 });
 
 tasks.post('/batch', requireScope('tasks:write'), async (c) => {
@@ -40,7 +41,7 @@ async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]): Promis
     const refs = await taskInsertManyRefs(c.var.db, newTasks);
     pokeForNew(c.var.poke, refs);
     c.header('Preference-Applied', 'return=minimal');
-    return refs.map((r) => ({ ...taskStateView(r.task), deduplicated: r.deduplicated }));
+    return refs.map((r) => ({ ...taskStateView(r.task), ...joined(r) }));
   }
   const results = await taskInsertMany(c.var.db, newTasks);
   pokeForNew(c.var.poke, results);
@@ -100,5 +101,11 @@ function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued<TaskRef>
 
 /** A new task is the caller's own; a dedup hit may be another caller's, shown whole only to readers. */
 function enqueuedView(e: Enqueued, canRead: boolean): Answer<typeof enqueued> {
-  return { ...(e.deduplicated && !canRead ? taskStateView(e.task) : taskView(e.task)), deduplicated: e.deduplicated };
+  const another = e.deduplicated || e.debounced === true;
+  return { ...(another && !canRead ? taskStateView(e.task) : taskView(e.task)), ...joined(e) };
+}
+
+/** Whether the answer is another task than a new one: a dedup hit, or (debounced) the task it joined. */
+function joined(e: Enqueued<unknown>) {
+  return { deduplicated: e.deduplicated, ...(e.debounced === undefined ? {} : { debounced: e.debounced }) };
 }

@@ -58,6 +58,12 @@ export interface EnqueueRequest {
   lease_ms?: number;
   /** While a task with this key is unfinished in the queue, enqueueing again returns it. */
   dedup_key?: string;
+  /**
+   * Enqueues with the same queue and key join one task. trailing (default): it runs `period_ms`
+   * after the last of them, with the last body, never later than `max_wait_ms` after the first;
+   * leading: the first runs at once, and those within `period_ms` of it join it without a push.
+   */
+  debounce?: { key: string; period_ms: number; max_wait_ms?: number; mode?: 'trailing' | 'leading' };
 }
 
 export interface TaskView {
@@ -93,6 +99,8 @@ export interface TaskView {
 
 export interface EnqueuedTask extends TaskView {
   deduplicated: boolean;
+  /** For a task with `debounce`: whether it joined an earlier task (the one answered). */
+  debounced?: boolean | undefined;
 }
 
 /**
@@ -104,6 +112,7 @@ export interface EnqueuedRef {
   queue: string;
   status: TaskStatus;
   deduplicated: boolean;
+  debounced?: boolean | undefined;
 }
 
 export interface AttemptView {
