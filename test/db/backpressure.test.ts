@@ -6,15 +6,17 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { concurrencyPicture } from '../../src/api/queue-ops.ts';
-import type { Config } from '../../src/config.ts';
+import { type Config, claimQueuesJson } from '../../src/config.ts';
 import type { Settlement, Signal } from '../../src/core/outcome.ts';
 import type { LeasedTask } from '../../src/core/types.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { levelsLearnUnanswered } from '../../src/db/levels.ts';
 import { levelsSweep } from '../../src/db/retention.ts';
 import { leaseSettleMany } from '../../src/db/settle.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { openPgDb } from '../../src/node/pg-db.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { testConfig } from '../helpers/config.ts';
 import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
@@ -239,6 +241,38 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     await settle(leased.slice(1, 2), retry(429), 'overload');
     const [row] = await t.db.query<{ attempts: number }>('select attempts from sluice.tasks where id = $1', [leased[1]!.id]);
     expect(row?.attempts).toBe(1);
+  });
+});
+
+describe('racing dispatchers', () => {
+  it('8 claimers on their own connections never lease beyond a learnt limit, of a queue or of a key', async () => {
+    await taskInsertMany(t.db, [
+      ...Array.from({ length: 40 }, () => newTask({ queue: 'adaptive', runAt: due() })),
+      ...Array.from({ length: 40 }, (_, n) => newTask({ queue: 'capkeyed', concurrencyKey: n % 2 ? 'a' : 'b', runAt: due() })),
+    ]);
+    await t.db.query(
+      `insert into sluice.levels (queue, lane, effective, reason, moved_at) values
+         ('adaptive', '*', 3, 'lowered: HTTP 429', now()), ('capkeyed', 'k:a', 2, 'lowered: HTTP 429', now())`,
+    );
+    const claimers = Array.from({ length: 8 }, () => openPgDb(t.url, 1));
+    try {
+      await Promise.all(
+        claimers.map(async (db) => {
+          for (let i = 0; i < 20; i++) await taskClaimBatch(db, { max: 4, clusterCap: null, queuesJson: claimQueuesJson(config) });
+        }),
+      );
+    } finally {
+      await Promise.all(claimers.map((db) => db.close()));
+    }
+    const leased = await t.db.query<{ level: string; n: number }>(
+      `select queue || '/' || lane as level, count(*)::int as n from sluice.tasks where status = 'leased' group by 1 order by 1`,
+    );
+    // The learnt limits (3, and 2 for key a); key b, which learnt nothing, its configured 16.
+    expect(leased).toEqual([
+      { level: 'adaptive/', n: 3 },
+      { level: 'capkeyed/k:a', n: 2 },
+      { level: 'capkeyed/k:b', n: 16 },
+    ]);
   });
 });
 
