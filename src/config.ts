@@ -361,6 +361,10 @@ export function claimQueuesJson(config: Config): string {
  * The effective limits, one line, for the dispatcher's start-up log. Pusher shards are the
  * Worker's (`SLUICE_DISPATCH_SHARDS`): a Node server, which has none, does not name them.
  */
+/** A rate as the start line says it: `10/1000 ms`, with `burst 50` when it has one. */
+const rateText = (r: { limit: number; period_ms: number; burst?: number | undefined }) =>
+  `${r.limit}/${r.period_ms} ms${r.burst === undefined ? '' : ` burst ${r.burst}`}`;
+
 export function describeLimits(config: Config, path: 'worker' | 'node'): string {
   return [
     `lease ${config.leaseMs} ms`,
@@ -376,8 +380,9 @@ export function describeLimits(config: Config, path: 'worker' | 'node'): string 
         ...(q.key_from ? [`key_from ${q.key_from}`] : []),
         ...(q.priority ? [`priority ${q.priority}`] : []),
         ...(q.paused ? ['paused'] : []),
-        ...(q.rate ? [`rate ${q.rate.limit}/${q.rate.period_ms} ms`] : []),
-        ...(q.key_rate ? [`key_rate ${q.key_rate.limit}/${q.key_rate.period_ms} ms`] : []),
+        ...(q.rate ? [`rate ${rateText(q.rate)}`] : []),
+        ...(q.key_rate ? [`key_rate ${rateText(q.key_rate)}`] : []),
+        ...(q.adaptive ? ['adaptive'] : []),
       ];
       return `queue ${name}: ${limits.join(' ')}`;
     }),

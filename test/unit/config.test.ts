@@ -75,6 +75,12 @@ describe('loadConfig', () => {
     expect(describeLimits(config, 'node')).toMatch(/^lease 60000 ms, push timeout 30000 ms, claim batch 100, parallelism \d+, cluster cap/);
   });
 
+  it("says a queue's burst and adaptivity in the start line", () => {
+    const queues = { hooks: { concurrency: 64, adaptive: true, rate: { limit: 10, period_ms: 1_000, burst: 20 } } };
+    const config = loadConfig({ ...base, SLUICE_QUEUES: JSON.stringify(queues) });
+    expect(describeLimits(config, 'node')).toMatch(/queue hooks: concurrency 64 key_concurrency ∞ rate 10\/1000 ms burst 20 adaptive/);
+  });
+
   it('reads SLUICE_PUBLIC_URL as an origin, and refuses one with a path or another scheme', () => {
     expect(loadConfig(base).publicOrigin).toBeNull();
     expect(loadConfig({ ...base, SLUICE_PUBLIC_URL: 'https://Sluice.Example.com/' }).publicOrigin).toBe('https://sluice.example.com');
