@@ -59,6 +59,8 @@ export const queueLimitsSchema = z
      * window of successes.
      */
     adaptive: z.boolean().optional(),
+    /** The lowest limit an adaptive queue's levels learn (default 1); the configured limits stay the highest. */
+    adaptive_min: z.number().int().min(1).max(1_000_000).optional(),
   })
   .strict();
 export type QueueLimits = z.infer<typeof queueLimitsSchema>;
@@ -352,6 +354,7 @@ export function claimQueuesJson(config: Config): string {
       rate: q.rate,
       key_rate: q.key_rate,
       adaptive: q.adaptive,
+      adaptive_min: q.adaptive_min,
     };
   }
   return JSON.stringify(out);
@@ -382,7 +385,7 @@ export function describeLimits(config: Config, path: 'worker' | 'node'): string 
         ...(q.paused ? ['paused'] : []),
         ...(q.rate ? [`rate ${rateText(q.rate)}`] : []),
         ...(q.key_rate ? [`key_rate ${rateText(q.key_rate)}`] : []),
-        ...(q.adaptive ? ['adaptive'] : []),
+        ...(q.adaptive ? [`adaptive${q.adaptive_min === undefined ? '' : ` from ${q.adaptive_min}`}`] : []),
       ];
       return `queue ${name}: ${limits.join(' ')}`;
     }),

@@ -228,7 +228,7 @@ begin
       from due_queues d where d.queue is not null
     ),
     budgets as (
-      select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused, s.adaptive, e.held,
+      select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused, s.adaptive, s.adaptive_min, e.held,
              (e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
              case when s.paused or e.held then 0
                   else least((select budget from cluster), coalesce(e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0), v_want),
@@ -244,7 +244,8 @@ begin
                coalesce((q.options ->> 'priority')::integer, (p_queues -> d.queue ->> 'priority')::integer, 0) as priority,
                coalesce(q.options -> 'rate', p_queues -> d.queue -> 'rate') as rate,
                coalesce(q.options -> 'key_rate', p_queues -> d.queue -> 'key_rate') as key_rate,
-               coalesce((q.options ->> 'adaptive')::boolean, (p_queues -> d.queue ->> 'adaptive')::boolean, false) as adaptive
+               coalesce((q.options ->> 'adaptive')::boolean, (p_queues -> d.queue ->> 'adaptive')::boolean, false) as adaptive,
+               coalesce((q.options ->> 'adaptive_min')::integer, (p_queues -> d.queue ->> 'adaptive_min')::integer, 1) as adaptive_min
       ) s
       -- What the queue learnt from its endpoint (0016_levels.sql): a Retry-After holds it, and
       -- an adaptive queue's limit is the one it has come to, never above the configured one and
@@ -253,7 +254,7 @@ begin
       cross join lateral (
         select coalesce(lv.held_until > v_now, false) as held,
                case when s.adaptive and lv.effective is not null
-                    then least(coalesce(s.concurrency, lv.effective), greatest(lv.effective, coalesce(wt.n, 0) + 1))
+                    then least(coalesce(s.concurrency, lv.effective), greatest(lv.effective, s.adaptive_min, coalesce(wt.n, 0) + 1))
                     else s.concurrency end as concurrency
       ) e
       -- The queue's rate: its limit less the grants still inside their period; with a burst, what
@@ -291,7 +292,7 @@ begin
                     and t.queue = k.queue and t.lane = k.lane) as waiting
         ) held_by
         cross join lateral (
-          select case when lim.learnt then least(coalesce(lim.value, kv.effective), greatest(kv.effective, held_by.waiting + 1))
+          select case when lim.learnt then least(coalesce(lim.value, kv.effective), greatest(kv.effective, b.adaptive_min, held_by.waiting + 1))
                       else lim.value end as value
         ) eff
         cross join lateral (

@@ -153,6 +153,7 @@ export const queue = z
     rate: sourced(rate),
     key_rate: sourced(rate),
     adaptive: sourced(z.boolean()).describe('Limits that learn from the endpoint (AIMD): the configured ones are ceilings.'),
+    adaptive_min: sourced(z.int()).describe('The lowest limit an adaptive queue learns (default 1).'),
     key_from: z.string().nullable(),
     url: z.string().nullable(),
     max_attempts: z.int(),

@@ -83,6 +83,7 @@ function queueView(config: Config, name: string, limits: EffectiveQueueLimits, c
     rate: field(limits.rate),
     key_rate: field(limits.keyRate),
     adaptive: field(limits.adaptive),
+    adaptive_min: field(limits.adaptiveMin),
     key_from: defaults.keyFrom,
     url: defaults.url,
     max_attempts: defaults.maxAttempts,
@@ -128,9 +129,9 @@ export interface ConcurrencyPicture {
 }
 
 /** The limit the claim applies (migrations/functions/claim.sql, the same rule). */
-function effectiveLimit(limit: number | null, adaptive: boolean, learnt: Learnt | undefined, waiting: number): number | null {
-  if (!adaptive || learnt?.effective == null) return limit;
-  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, waiting + 1));
+function effectiveLimit(limit: number | null, adaptive: number | null, learnt: Learnt | undefined, waiting: number): number | null {
+  if (adaptive === null || learnt?.effective == null) return limit;
+  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, adaptive, waiting + 1));
 }
 
 export async function concurrencyPicture(config: Config, db: Db, name: string): Promise<ConcurrencyPicture> {
@@ -146,6 +147,8 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
   const learntKeys = [...snapshot.learnt.keys()].filter((k) => k !== '*');
   const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys, ...learntKeys])].sort();
   const adaptive = limits.adaptive.value;
+  // The floor an adaptive queue's learnt limits keep (null: the queue is not adaptive).
+  const floor = adaptive ? limits.adaptiveMin.value : null;
   const queueWaiting = snapshot.waiting.filter((w) => !w.lentQueue).length;
   // A window's grants inside their period; a bucket's tokens taken (burst less what it holds).
   const rateUsed = (rate: Rate | null, key: string) =>
@@ -162,7 +165,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
       limit: limits.concurrency.value,
       source: limits.concurrency.source,
       active: snapshot.holders.length,
-      effective: effectiveLimit(limits.concurrency.value, adaptive, snapshot.learnt.get('*'), queueWaiting),
+      effective: effectiveLimit(limits.concurrency.value, floor, snapshot.learnt.get('*'), queueWaiting),
       learnt: snapshot.learnt.get('*') ?? null,
       paused: limits.paused.value,
       rate: { ...limits.rate, used: rateUsed(limits.rate.value, '*') },
@@ -179,7 +182,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
         limit: limit.value,
         source: limit.source,
         active: holders.length,
-        effective: effectiveLimit(limit.value, adaptive, snapshot.learnt.get(key), waiting),
+        effective: effectiveLimit(limit.value, floor, snapshot.learnt.get(key), waiting),
         learnt: snapshot.learnt.get(key) ?? null,
         rate: { ...rate, used: rateUsed(rate.value, key) },
         waiting,

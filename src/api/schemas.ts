@@ -315,6 +315,7 @@ export const overridePatchSchema = z
     rate: queueRateSchema.nullable().optional(),
     key_rate: queueRateSchema.nullable().optional(),
     adaptive: z.boolean().nullable().optional(),
+    adaptive_min: queueLimitsSchema.shape.adaptive_min.unwrap().nullable().optional(),
   })
   .strict();
 

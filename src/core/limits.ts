@@ -32,6 +32,7 @@ export interface QueueLimitSettings {
   rate?: Rate | undefined;
   key_rate?: Rate | undefined;
   adaptive?: boolean | undefined;
+  adaptive_min?: number | undefined;
 }
 
 export interface EffectiveQueueLimits {
@@ -42,6 +43,7 @@ export interface EffectiveQueueLimits {
   rate: Resolved<Rate | null>;
   keyRate: Resolved<Rate | null>;
   adaptive: Resolved<boolean>;
+  adaptiveMin: Resolved<number>;
 }
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
@@ -61,6 +63,7 @@ export function resolveQueueLimits(env: QueueLimitSettings | undefined, override
     rate: pick<Rate | null>('rate', null),
     keyRate: pick<Rate | null>('key_rate', null),
     adaptive: pick('adaptive', false),
+    adaptiveMin: pick('adaptive_min', 1),
   };
 }
 

@@ -228,6 +228,20 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     expect(row).toEqual({ attempts: 1, deferrals: 0 });
   });
 
+  it('never applies a learnt limit below adaptive_min', async () => {
+    await t.db.query(`insert into sluice.queues (name, options) values ('adaptive', '{"adaptive_min": 4}')`);
+    await t.db.query(
+      `insert into sluice.levels (queue, lane, effective, reason, moved_at) values ('adaptive', '*', 2, 'lowered: HTTP 429', now())`,
+    );
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 10 }, () => newTask({ queue: 'adaptive', runAt: due() })),
+    );
+    expect(await claimAt(await dbNow())).toHaveLength(4);
+    const picture = await concurrencyPicture(config, t.db, 'adaptive');
+    expect(picture.queueLevel).toMatchObject({ limit: 8, effective: 4 });
+  });
+
   it('an override turns it on or off at run time', async () => {
     await t.db.query(`insert into sluice.queues (name, options) values ('fixed', '{"adaptive": true}')`);
     await taskInsertMany(

@@ -19,6 +19,7 @@ describe('resolveQueueLimits', () => {
       rate: { value: null, source: 'default' },
       keyRate: { value: rate, source: 'env' },
       adaptive: { value: true, source: 'env' },
+      adaptiveMin: { value: 1, source: 'default' },
     });
     expect(resolveQueueLimits(undefined, null).adaptive).toEqual({ value: false, source: 'default' });
   });

@@ -10,6 +10,7 @@ const SETTINGS = [
   ['concurrency', 'concurrency', 'leased tasks the queue may hold at once'],
   ['key-concurrency', 'key_concurrency', 'leased tasks each key of the queue may hold (keys without a limit of their own)'],
   ['priority', 'priority', 'order between queues: lower is claimed first'],
+  ['adaptive-min', 'adaptive_min', 'the lowest limit an adaptive queue learns (default 1)'],
 ] as const;
 
 const RATES = [

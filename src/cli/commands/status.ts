@@ -116,6 +116,7 @@ export function queueReport(q: RatedQueue | CountedQueue): string {
     ['priority', sourced(q.priority)],
     ['paused', sourced(q.paused)],
     ['adaptive', sourced(q.adaptive)],
+    ['adaptive min', sourced(q.adaptive_min)],
     ['key from', q.key_from ?? '-'],
     ['default url', q.url ?? '-'],
     ['task defaults', `max_attempts ${q.max_attempts}, lease ${span(q.lease_ms)}, timeout ${span(q.timeout_ms)}`],

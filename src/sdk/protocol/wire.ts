@@ -149,6 +149,7 @@ export interface QueueSettingsPatch {
   rate?: Rate | null;
   key_rate?: Rate | null;
   adaptive?: boolean | null;
+  adaptive_min?: number | null;
 }
 
 export interface Sourced<T> {
@@ -167,6 +168,8 @@ export interface QueueView {
   key_rate: Sourced<Rate | null>;
   /** Limits that learn from the endpoint (AIMD): the configured ones are ceilings. */
   adaptive: Sourced<boolean>;
+  /** The lowest limit an adaptive queue learns (default 1). */
+  adaptive_min: Sourced<number>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;
