@@ -67,25 +67,35 @@ function replace(ctx: FaultContext, env: Record<string, string> | undefined): vo
 /**
  * Freezes `p` (SIGSTOP) until `check` finds at least `want` of what it looks for (after 100
  * tries, one will do), then kills it; else thaws it and tries again.
+ *
+ * With `unfrozen`, each try first waits, without freezing, until `check` would find enough
+ * now. A victim frozen over and over loses its work to the process that is not: every slot it
+ * frees goes to the other, and it can end with nothing in flight for any freeze to catch
+ * (`npm test` under load failed that way, twice in 200 tries).
  */
 async function killWhen(
   p: SluiceProcess,
   what: string,
   check: () => Promise<string[]>,
   want = 1,
+  unfrozen = false,
+  explain: () => string = () => '',
 ): Promise<{ at: number; found: string[] }> {
-  for (let tries = 0; tries < 200; tries++) {
+  const deadline = Date.now() + 120_000;
+  for (let tries = 0; tries < 200 && Date.now() < deadline; tries++) {
+    const enough = tries < 100 ? want : 1;
+    while (unfrozen && Date.now() < deadline && (await check()).length < enough) await sleep(5);
     p.child.kill('SIGSTOP');
     const found = await check();
-    if (found.length >= (tries < 100 ? want : 1)) {
+    if (found.length >= enough) {
       const at = wallNow();
       p.child.kill('SIGKILL');
       return { at, found };
     }
     p.child.kill('SIGCONT');
-    await sleep(20 + Math.random() * 100);
+    await sleep(unfrozen ? 5 : 20 + Math.random() * 100);
   }
-  throw new Error(`no stop landed ${what} in 200 tries`);
+  throw new Error(`no stop landed ${what} in 200 tries${explain()}`);
 }
 
 /**
@@ -190,6 +200,10 @@ export const FAULTS: Fault[] = [
           return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
         },
         3,
+        true,
+        () =>
+          `: at the end the endpoint had ${ctx.endpoint.portsOpenAt(wallNow()).size} pushes open, ` +
+          `the victim ${victim!.child.exitCode === null ? 'running' : 'exited'}`,
       ).finally(() => open(false));
       replace(ctx, undefined);
       return {
