@@ -165,6 +165,22 @@ describe('debounce', () => {
       expect(JSON.parse(push!.text)).toEqual({ v: 5 });
       await expect.poll(async () => (await t.db.query(`select 1 from sluice.all_tasks where status = 'succeeded'`)).length).toBe(1);
       expect(endpoint.received.filter((p) => p.path === '/burst')).toHaveLength(1);
+      // Leading: the first is pushed at once; one within the period, even once that has
+      // finished, joins it (read from history), in a minimal batch answer too.
+      const lead = await enqueue(
+        { url: `${endpoint.url}/lead`, debounce: { key: 'lead', period_ms: 60_000, mode: 'leading' } },
+        sluice.url,
+      );
+      await expect.poll(async () => (await row(lead.json.id)).status).toBe('succeeded');
+      const res = await fetch(`${sluice.url}/v1/tasks/batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json', prefer: 'return=minimal' },
+        body: JSON.stringify({ tasks: [{ url: `${endpoint.url}/lead`, debounce: { key: 'lead', period_ms: 60_000, mode: 'leading' } }] }),
+      });
+      expect(((await res.json()) as { tasks: unknown[] }).tasks).toEqual([
+        { id: lead.json.id, queue: 'default', status: 'succeeded', deduplicated: false, debounced: true },
+      ]);
+      expect(endpoint.received.filter((p) => p.path === '/lead')).toHaveLength(1);
     } finally {
       await sluice.close();
     }
