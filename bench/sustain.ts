@@ -14,7 +14,7 @@
  *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,6 +92,8 @@ const env: Record<string, string> = {
 };
 let base: string;
 let stopServer: () => Promise<void>;
+/** The Node server's pid, for its memory (the Worker runs inside workerd: not sampled). */
+let serverPid: number | null = null;
 let cron: ReturnType<typeof setInterval> | null = null;
 if (values.worker) {
   const proxy = await startWsProxy({ host: '127.0.0.1', port: postgres.port });
@@ -112,6 +114,7 @@ if (values.worker) {
     'sluice: listening on',
   );
   base = `http://127.0.0.1:${port}`;
+  serverPid = server.pid ?? null;
   stopServer = async () => {
     const exited = new Promise((r) => server.once('exit', r));
     server.kill('SIGTERM');
@@ -164,6 +167,16 @@ interface Sample {
   retained: number;
   bytes: number;
   walPerTask: number;
+  /** The server's resident memory, MB (Node only). */
+  rssMb: number | null;
+}
+
+/** A process's resident set, MB, from /proc (null where there is none). */
+async function rssMb(pid: number | null): Promise<number | null> {
+  if (pid === null) return null;
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const kb = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+  return kb === undefined ? null : Number(kb) / 1024;
 }
 const samples: Sample[] = [];
 const lsn = async () => (await db.query<{ l: string }>('select pg_current_wal_lsn()::text as l')).rows[0]!.l;
@@ -179,8 +192,8 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 console.log(
   `bench:sustain — ${path}, ${rate} tasks/s in batches of ${batch} for ${values.minutes} min, SLUICE_RETENTION=${values.retention}`,
 );
-console.log('| min | pushed/s | p50 ms | p99 ms | hot rows | retained rows | table bytes | WAL B/task |');
-console.log('|--:|--:|--:|--:|--:|--:|--:|--:|');
+console.log('| min | pushed/s | p50 ms | p99 ms | hot rows | retained rows | table bytes | WAL B/task | server RSS MB |');
+console.log('|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
 async function sample(): Promise<void> {
   const now = performance.now();
   const [counts] = (
@@ -204,13 +217,14 @@ async function sample(): Promise<void> {
     retained: counts!.retained,
     bytes: Number(counts!.bytes),
     walPerTask: n > 0 ? wal!.b / n : 0,
+    rssMb: await rssMb(serverPid),
   };
   samples.push(s);
   lastLsn = l;
   lastPushed = pushed;
   lastAt = now;
   console.log(
-    `| ${s.minute} | ${fmt(s.pushedPerS)} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${fmt(s.hot)} | ${fmt(s.retained)} | ${fmt(s.bytes)} | ${fmt(s.walPerTask)} |`,
+    `| ${s.minute} | ${fmt(s.pushedPerS)} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${fmt(s.hot)} | ${fmt(s.retained)} | ${fmt(s.bytes)} | ${fmt(s.walPerTask)} | ${s.rssMb === null ? '-' : s.rssMb.toFixed(0)} |`,
   );
 }
 const sampler = setInterval(() => void sample().catch((e) => console.error('sample failed', e)), sampleMs);
@@ -247,6 +261,7 @@ const trends = {
   retained: growth((s) => s.retained, Math.max(rate, retainedBound)),
   bytes: growth((s) => s.bytes),
   p99: growth((s) => s.p99, 10, median),
+  ...(serverPid === null ? {} : { rss: growth((s) => s.rssMb ?? 0) }),
 };
 const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0;
 const steady = keptUp && Object.values(trends).every((t) => t <= 0.1);
@@ -255,7 +270,7 @@ console.log(
   `\nenqueued ${fmt(enqueued)} (${failures} failed batches), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
 );
 console.log(
-  `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%`,
+  `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
 );
 console.log(`verdict: ${steady ? 'STEADY' : 'NOT STEADY'}${keptUp ? '' : ' (did not keep up with the rate)'}`);
 
