@@ -26,6 +26,17 @@ begin
   );
 end $$;
 
+-- The limit a level's claim applies (0016_levels.sql): its configured one, or on an adaptive
+-- queue what it has learnt (p_learnt; null: nothing), never above the configured one, never
+-- below the queue's adaptive_min, nor so low that the tasks waiting on children that hold its
+-- slots would hold every one (so the deadlock refusal of functions/waits.sql stays exact).
+-- Inlined into the claim: one rule for the queue and the key levels (src/api/queue-ops.ts shows it).
+create or replace function sluice.learnt_limit(p_limit integer, p_learnt integer, p_floor integer, p_waiting integer) returns integer
+language sql immutable as $$
+  select case when p_learnt is null then p_limit
+              else least(coalesce(p_limit, p_learnt), greatest(p_learnt, p_floor, p_waiting + 1)) end
+$$;
+
 -- The round-robin mark a new lane starts with (see 0002).
 create or replace function sluice.next_turn() returns bigint
 language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass $$;
@@ -253,9 +264,7 @@ begin
       left join sluice.levels lv on lv.queue = d.queue and lv.lane = '*'
       cross join lateral (
         select coalesce(lv.held_until > v_now, false) as held,
-               case when s.adaptive and lv.effective is not null
-                    then least(coalesce(s.concurrency, lv.effective), greatest(lv.effective, s.adaptive_min, coalesce(wt.n, 0) + 1))
-                    else s.concurrency end as concurrency
+               sluice.learnt_limit(s.concurrency, case when s.adaptive then lv.effective end, s.adaptive_min, coalesce(wt.n, 0)) as concurrency
       ) e
       -- The queue's rate: its limit less the grants still inside their period; with a burst, what
       -- its bucket holds (0017_rate_burst.sql).
@@ -292,8 +301,7 @@ begin
                     and t.queue = k.queue and t.lane = k.lane) as waiting
         ) held_by
         cross join lateral (
-          select case when lim.learnt then least(coalesce(lim.value, kv.effective), greatest(kv.effective, b.adaptive_min, held_by.waiting + 1))
-                      else lim.value end as value
+          select sluice.learnt_limit(lim.value, case when lim.learnt then kv.effective end, b.adaptive_min, held_by.waiting) as value
         ) eff
         cross join lateral (
           select case when eff.value is null then v_want else eff.value - held_by.leased - held_by.waiting end as value

@@ -128,10 +128,10 @@ export interface ConcurrencyPicture {
   keyless: SlotHolder[];
 }
 
-/** The limit the claim applies (migrations/functions/claim.sql, the same rule). */
-function effectiveLimit(limit: number | null, adaptive: number | null, learnt: Learnt | undefined, waiting: number): number | null {
-  if (adaptive === null || learnt?.effective == null) return limit;
-  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, adaptive, waiting + 1));
+/** The limit the claim applies (`sluice.learnt_limit`, migrations/functions/claim.sql: the same rule). */
+function effectiveLimit(limit: number | null, floor: number | null, learnt: Learnt | undefined, waiting: number): number | null {
+  if (floor === null || learnt?.effective == null) return limit;
+  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, floor, waiting + 1));
 }
 
 export async function concurrencyPicture(config: Config, db: Db, name: string): Promise<ConcurrencyPicture> {
