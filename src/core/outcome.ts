@@ -32,7 +32,7 @@ export type Outcome =
    * may still be running (closing a connection does not stop it), so the lease, which is the
    * slot, is held until it expires or its holder ends it with the push's lease token.
    */
-  | { type: 'unanswered'; error: string }
+  | { type: 'unanswered'; error: string; cause: 'timeout' | 'connection lost' }
   | { type: 'deferred'; delayMs: number; status: number }
   | { type: 'failed'; retryable: boolean; error: string; status: number | null };
 
@@ -40,9 +40,9 @@ export type Outcome =
 export function classifyPush(result: PushResult, nowMs: number): Outcome {
   switch (result.kind) {
     case 'timeout':
-      return { type: 'unanswered', error: `push timed out after ${result.durationMs} ms` };
+      return { type: 'unanswered', error: `push timed out after ${result.durationMs} ms`, cause: 'timeout' };
     case 'network':
-      if (result.sent) return { type: 'unanswered', error: `network error: ${result.message}` };
+      if (result.sent) return { type: 'unanswered', error: `network error: ${result.message}`, cause: 'connection lost' };
       return { type: 'failed', retryable: true, error: `network error: ${result.message}`, status: null };
     case 'refused':
       return { type: 'failed', retryable: false, error: `push refused: ${result.message}`, status: null };

@@ -187,16 +187,16 @@ export function taskInsertManyRefs(db: Db, tasks: readonly NewTask[]): Promise<E
 }
 
 async function insertMany<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+  // A batch with debounced items goes its own way (it builds its inputs per part).
   const debounced = tasks.some((t) => t.debounce);
+  const input = debounced ? [] : inputColumns(tasks);
   // Without dedup keys or debounces one statement is the whole, atomic, write.
-  if (!debounced && !tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, inputColumns(tasks), tasks, shape);
+  if (!debounced && !tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, input, tasks, shape);
   // With them, a conflicting item is looked up afterwards, in the same transaction. The
   // conflicting task may finish between the two statements; then try again.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await db.transaction((tx) =>
-        debounced ? insertWithDebounces(tx, tasks, shape) : insertOnce(tx, inputColumns(tasks), tasks, shape),
-      );
+      return await db.transaction((tx) => (debounced ? insertWithDebounces(tx, tasks, shape) : insertOnce(tx, input, tasks, shape)));
     } catch (error) {
       if (!(error instanceof DedupRace) || attempt >= 5) throw error;
     }

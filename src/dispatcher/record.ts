@@ -55,7 +55,7 @@ export function outcomeRecorder(deps: RecordDeps) {
         log.warn(`sluice: noting the unanswered push of task ${task.id} failed`, error),
       );
       // No answer in time, or a connection lost: a sign of overload, for an adaptive queue's level.
-      const cause = outcome.error.startsWith('push timed out') ? 'timeout' : 'connection lost';
+      const { cause } = outcome;
       meter.add('overloads', task.queue, 'unanswered');
       await withDbRetry(() =>
         levelsLearnUnanswered(

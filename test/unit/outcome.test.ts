@@ -46,9 +46,11 @@ describe('classifyPush', () => {
     expect(classifyPush({ kind: 'timeout', durationMs: 30_000 }, NOW)).toEqual({
       type: 'unanswered',
       error: 'push timed out after 30000 ms',
+      cause: 'timeout',
     });
     expect(classifyPush({ kind: 'network', message: 'Network connection lost.', sent: true, durationMs: 1 }, NOW)).toMatchObject({
       type: 'unanswered',
+      cause: 'connection lost',
     });
     // Surely never sent (refused, no such host): the attempt fails at once and retries.
     expect(classifyPush({ kind: 'network', message: 'ECONNREFUSED', sent: false, durationMs: 1 }, NOW)).toMatchObject({
