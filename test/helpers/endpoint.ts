@@ -39,7 +39,12 @@ export async function startEndpoint(): Promise<TestEndpoint> {
   let base = '';
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
+    try {
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+    } catch {
+      // The sender went away before its body arrived (a killed dispatcher): nothing arrived.
+      return;
+    }
     const body = new Uint8Array(Buffer.concat(chunks));
     const push: ReceivedPush = {
       method: req.method ?? '',

@@ -7,6 +7,17 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Behaviour, LeaseCallRecord, PushRecord } from './checker.ts';
 
+/** A request's body, or `null` when its sender went away before it all arrived (an `aborted` request). */
+export async function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+  } catch {
+    return null;
+  }
+  return Buffer.concat(chunks);
+}
+
 /** Wall-clock time with sub-millisecond precision. */
 export const wallNow = (): number => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -126,10 +137,11 @@ export async function startFaultEndpoint(options: {
 
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     const receivedAt = wallNow();
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const raw = await readBody(req);
+    // The sender went away (killed) before its body arrived: no push arrived.
+    if (raw === null) return;
     const h = req.headers;
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { item?: number };
+    const body = JSON.parse(raw.toString('utf8') || '{}') as { item?: number };
     const rec: PushRecord = {
       taskId: String(h['sluice-task-id']),
       webhookId: h['webhook-id'] === undefined ? null : String(h['webhook-id']),
