@@ -30,7 +30,8 @@ end $$;
 -- queue what it has learnt (p_learnt; null: nothing), never above the configured one, never
 -- below the queue's adaptive_min, nor so low that the tasks waiting on children that hold its
 -- slots would hold every one (so the deadlock refusal of functions/waits.sql stays exact).
--- Inlined into the claim: one rule for the queue and the key levels (src/api/queue-ops.ts shows it).
+-- One rule for the queue and the key levels (src/api/queue-ops.ts shows it). Inlined where its
+-- arguments are plain values; the claim calls it only for a level that has learnt something.
 create or replace function sluice.learnt_limit(p_limit integer, p_learnt integer, p_floor integer, p_waiting integer) returns integer
 language sql immutable as $$
   select case when p_learnt is null then p_limit
@@ -292,19 +293,21 @@ begin
           ) end as value,
           b.adaptive and kv.effective is not null as learnt
         ) lim
+        -- Its room: the limit less the tasks holding its slots. The learnt rule is called only where
+        -- the key has learnt something: its arguments hold subqueries, so it runs as a call, not
+        -- inlined, and a call per lane per pass is what a keyed claim cannot afford.
         cross join lateral (
           select (select count(*)::integer from sluice.tasks t
-                  where (lim.value is not null or lim.learnt) and t.status = 'leased' and t.lease_expires_at > v_now
-                    and t.queue = k.queue and t.lane = k.lane) as leased,
-                 (select count(*)::integer from sluice.tasks t
-                  where (lim.value is not null or lim.learnt) and v_waiting and t.status = 'waiting' and not t.lent_key
-                    and t.queue = k.queue and t.lane = k.lane) as waiting
-        ) held_by
+                  where v_waiting and t.status = 'waiting' and not t.lent_key
+                    and t.queue = k.queue and t.lane = k.lane) as n
+        ) waiting
         cross join lateral (
-          select sluice.learnt_limit(lim.value, case when lim.learnt then kv.effective end, b.adaptive_min, held_by.waiting) as value
-        ) eff
-        cross join lateral (
-          select case when eff.value is null then v_want else eff.value - held_by.leased - held_by.waiting end as value
+          select case when lim.value is null and not lim.learnt then v_want
+                      else case when lim.learnt then sluice.learnt_limit(lim.value, kv.effective, b.adaptive_min, waiting.n) else lim.value end
+                           - (select count(*)::integer from sluice.tasks t
+                              where t.status = 'leased' and t.lease_expires_at > v_now
+                                and t.queue = k.queue and t.lane = k.lane)
+                           - waiting.n end as value
         ) room
         -- The key's rate: the one its first task gave, else the queue's key_rate.
         cross join lateral (
