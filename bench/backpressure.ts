@@ -9,7 +9,9 @@
  *    but only 2 for the key "slow": each key should learn its own.
  * Per second: pushes answered 200 and 429. Reported: the 429 share after the first 5 s, the
  * throughput against capacity in seconds 5-10, how long after C rose it took to reach 80% of
- * the new capacity, tasks dead and attempts used by a 429 (both should be 0).
+ * the new capacity, tasks dead and attempts used by a 429 (both should be 0), claim passes.
+ * BENCH_TRACE=1 also prints each level's learnt limit and leases four times a second, and the
+ * time Postgres spent in Sluice's functions.
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -72,12 +74,21 @@ async function enqueue(url: string, queue: string, keyOf: (n: number) => string 
   }
 }
 
+/** Claim passes so far, as the dispatchers metered them (written a few times a second). */
+async function claimPasses(): Promise<number> {
+  const [row] = (
+    await admin.query<{ n: number }>(`select coalesce(sum(value), 0)::int as n from sluice.counters where metric = 'claim_passes'`)
+  ).rows;
+  return row!.n;
+}
+
 async function run(path: string, url: string, queue: string, keyOf: (n: number) => string | null) {
   await admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.levels cascade');
   capacity = { all: 8, slow: 2 };
   keyed = queue === 'keyed';
   inFlight.clear();
   seconds = [];
+  const passesBefore = await claimPasses();
   startedAt = Date.now();
   const raise = setTimeout(() => {
     capacity = { all: 24, slow: 2 };
@@ -87,10 +98,32 @@ async function run(path: string, url: string, queue: string, keyOf: (n: number) 
   for (;;) {
     const [row] = (await admin.query<{ n: number }>('select count(*)::int as n from sluice.tasks where queue = $1', [queue])).rows;
     if (row!.n === 0 || Date.now() > deadline) break;
+    if (process.env.BENCH_TRACE) {
+      const lv = (
+        await admin.query<{ s: string }>(
+          `select string_agg(l.lane || '=' || coalesce(v.effective::text, '-') || '/' || l.n, ' ' order by l.lane) as s
+           from (select lane, count(*) filter (where status = 'leased')::int as n from sluice.tasks where queue = $1 group by lane) l
+           left join sluice.levels v on v.queue = $1 and v.lane = (case when $1 = 'flat' then '*' else l.lane end)`,
+          [queue],
+        )
+      ).rows[0]!.s;
+      console.log(
+        `  t=${((Date.now() - startedAt) / 1000).toFixed(1)} learnt/leased ${lv}; endpoint ${[...inFlight].map(([k, n]) => `${k}:${n}`).join(' ')}`,
+      );
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
   clearTimeout(raise);
   const took = (Date.now() - startedAt) / 1000;
+  const passes = (await claimPasses()) - passesBefore;
+  if (process.env.BENCH_TRACE) {
+    // Since the database was made (bench/setup.ts tracks functions when BENCH_TRACE is set).
+    const { rows } = await admin.query<{ line: string }>(
+      `select funcname || ': ' || calls || ' calls, ' || round((total_time / nullif(calls, 0))::numeric, 3) || ' ms each' as line
+       from pg_stat_user_functions order by total_time desc limit 4`,
+    );
+    console.log(`  functions so far: ${rows.map((r) => r.line).join('; ')}`);
+  }
   const outcome = (
     await admin.query<{ dead: number; extra: number; learnt: string }>(
       `select (select count(*)::int from sluice.all_tasks where queue = $1 and status <> 'succeeded') as dead,
@@ -117,7 +150,8 @@ async function run(path: string, url: string, queue: string, keyOf: (n: number) 
     `s 5-10 ${rate(5, firstPhase).toFixed(0)}/s of ${cap(8)} (${((rate(5, firstPhase) / cap(8)) * 100).toFixed(0)}%);`,
     `after C rose: 80% of ${cap(24)}/s ${reached < 0 ? 'not reached' : `in ${reached - firstPhase + 1} s`};`,
     `s 12-17 ${rate(firstPhase + 2, firstPhase + 7).toFixed(0)}/s (${((rate(firstPhase + 2, firstPhase + 7) / cap(24)) * 100).toFixed(0)}%);`,
-    `not succeeded ${outcome.dead}, attempts > 1: ${outcome.extra}; learnt ${outcome.learnt}`,
+    `not succeeded ${outcome.dead}, attempts > 1: ${outcome.extra}; learnt ${outcome.learnt};`,
+    `${passes} claim passes (${(TASKS / Math.max(1, passes)).toFixed(1)} tasks a pass)`,
   ].join(' ');
   console.log(line);
   console.log(`  per second (200/429): ${seconds.map((s) => `${s.ok}/${s.over}`).join(' ')}`);

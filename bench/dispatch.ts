@@ -10,7 +10,8 @@
  * 2. Fan-out on the Worker: 2,000 tasks to an endpoint that answers after 200 ms, with
  *    SLUICE_DISPATCH_SHARDS 1 and 8, under a cluster cap, a queue limit and key limits that
  *    the endpoint checks on every push; then 2,000 no-op tasks with 8 shards (BENCH_NOOP_SHARDS:
- *    a comma-separated list of shard counts to run it with instead).
+ *    a comma-separated list of shard counts to run it with instead). BENCH_PARTS=noop (or latency,
+ *    fanout) runs only those parts.
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -22,6 +23,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const FANOUT_TASKS = Number(process.env.BENCH_TASKS ?? 2_000);
 /** Shard counts the no-op fan-out runs with, one run each (`BENCH_NOOP_SHARDS=4,8,16`). */
 const NOOP_SHARDS = (process.env.BENCH_NOOP_SHARDS ?? '8').split(',');
+/** Which parts to run (`BENCH_PARTS=noop`): latency, fanout, noop; default all. */
+const PARTS = (process.env.BENCH_PARTS ?? 'latency,fanout,noop').split(',');
 const LIMITS = { cluster: 45, queue: 30, key: 4, keys: 10 };
 
 // --- the endpoint: behaviour by path, limits checked on every push --------------------------
@@ -199,10 +202,12 @@ const say = (line: string) => {
 
 try {
   say(`# due-time dispatch, ${new Date().toISOString()}`);
-  for (const [name, start] of [
-    ['Worker (workerd, npm start)', () => startWorker({ script, vars: { ...baseEnv, SLUICE_DISPATCH_SHARDS: '4' } })],
-    ['Node (npm run serve)', () => startNodeSluice({ env: baseEnv })],
-  ] as const) {
+  for (const [name, start] of PARTS.includes('latency')
+    ? ([
+        ['Worker (workerd, npm start)', () => startWorker({ script, vars: { ...baseEnv, SLUICE_DISPATCH_SHARDS: '4' } })],
+        ['Node (npm run serve)', () => startNodeSluice({ env: baseEnv })],
+      ] as const)
+    : []) {
     await reset();
     const app = await start();
     try {
@@ -213,6 +218,16 @@ try {
     }
   }
 
+  if (PARTS.includes('fanout')) await fanoutPart();
+  if (PARTS.includes('noop')) await noopPart();
+} finally {
+  await db.end();
+  endpoint.closeAllConnections();
+  endpoint.close();
+  await setup.close();
+}
+
+async function fanoutPart() {
   say(`\n## Worker fan-out: ${FANOUT_TASKS} tasks, endpoint answers after 200 ms`);
   say(`limits: cluster ${LIMITS.cluster}, queue "limited" ${LIMITS.queue}, ${LIMITS.keys} keys × ${LIMITS.key}; parallelism 6 per shard`);
   const rates: Record<string, number> = {};
@@ -233,7 +248,9 @@ try {
       throw new Error('a limit was exceeded at the endpoint');
   }
   say(`- ratio 8 shards / 1 shard: ${(rates['8']! / rates['1']!).toFixed(2)}×`);
+}
 
+async function noopPart() {
   for (const shards of NOOP_SHARDS) {
     await reset();
     const worker = await startWorker({ script, vars: { ...baseEnv, SLUICE_DISPATCH_SHARDS: shards, SLUICE_CLUSTER_CAP: '' } });
@@ -244,9 +261,4 @@ try {
       await worker.close();
     }
   }
-} finally {
-  await db.end();
-  endpoint.closeAllConnections();
-  endpoint.close();
-  await setup.close();
 }

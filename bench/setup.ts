@@ -29,6 +29,7 @@ export async function benchSetup(): Promise<BenchSetup> {
   const admin = new pg.Client(postgres.url('postgres'));
   await admin.connect();
   await admin.query('create database bench');
+  if (process.env.BENCH_TRACE) await admin.query("alter database bench set track_functions = 'pl'");
   await admin.end();
   const databaseUrl = postgres.url('bench');
   await migrateDatabase(databaseUrl);
