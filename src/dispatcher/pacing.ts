@@ -38,10 +38,12 @@ export type Step =
 export function nextStep(p: Pace): Step {
   const left = p.maxPushes - p.claimed;
   const room = Math.min(p.parallelism - p.inFlight, left);
-  // While pushes are in flight, a pass waits until a quarter of the places are free: a few
-  // passes of many tasks each, rather than one pass per push that ends. (Nothing is claimed
-  // ahead of a free place: a lease is a slot, and one waiting here would hold it idle.)
-  const passSize = Math.max(1, Math.floor(p.parallelism / 4));
+  // While pushes are in flight, a pass waits until a quarter of the places are free, rounded
+  // up: a few passes of many tasks each, rather than one pass per push that ends. Two of a
+  // Worker shard's six: with one, every push cost a pass, and sixteen shards' passes queued on
+  // the claim lock (docs/performance.md). (Nothing is claimed ahead of a free place: a lease is
+  // a slot, and one waiting here would hold it idle.)
+  const passSize = Math.max(1, Math.ceil(p.parallelism / 4));
   const enough = p.inFlight === 0 || room >= Math.min(passSize, left);
   if (room > 0 && enough && (p.freed || p.lastPassFull)) return { kind: 'claim', max: Math.min(room, p.maxClaimBatch) };
   if (p.inFlight === 0 && p.settling === 0 && p.background === 0 && p.reaped && !p.freed) return { kind: 'idle' };

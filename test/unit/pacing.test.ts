@@ -25,9 +25,11 @@ describe('nextStep', () => {
   it('waits with pushes in flight until a quarter of the places are free', () => {
     expect(nextStep(pace({ inFlight: 49, freed: true }))).toEqual({ kind: 'wait' });
     expect(nextStep(pace({ inFlight: 48, freed: true }))).toEqual({ kind: 'claim', max: 16 });
-    // Six places (a Worker shard): one free place is a quarter.
-    expect(nextStep(pace({ parallelism: 6, inFlight: 5 }))).toEqual({ kind: 'claim', max: 1 });
-    expect(nextStep(pace({ parallelism: 6, inFlight: 6 }))).toEqual({ kind: 'wait' });
+    // Six places (a Worker shard): a quarter, rounded up, is two.
+    expect(nextStep(pace({ parallelism: 6, inFlight: 5, freed: true }))).toEqual({ kind: 'wait' });
+    expect(nextStep(pace({ parallelism: 6, inFlight: 4, freed: true }))).toEqual({ kind: 'claim', max: 2 });
+    // One or two places: one.
+    expect(nextStep(pace({ parallelism: 2, inFlight: 1, freed: true }))).toEqual({ kind: 'claim', max: 1 });
   });
 
   it('claims no more than the pushes left to it', () => {
