@@ -7,10 +7,12 @@
 -- leased_at, wait_ms (a hold's), cause ('HTTP 429', 'timeout', …)}], p_ids: the tasks whose
 -- leases are in the batch.
 -- One row per level, locked in (queue, lane) order. `n` is the level's leases in flight.
--- - An overload from a lease that began after the level was last lowered lowers it by a quarter
---   (β = 0.75, as CUBIC's, where TCP Reno halves: the sawtooth between capacity and ¾ of it
---   keeps ~87% of the endpoint's capacity in use), from what it had in flight if that is less,
---   never below 1. Older ones were in flight under the old limit: that cut answered them already.
+-- - An overload from a lease that began after the level was last lowered lowers it to 85%
+--   (β = 0.85; TCP Reno halves, CUBIC keeps 0.7), from what it had in flight if that is less,
+--   rounded down, never below 1. The sawtooth between capacity and 85% of it keeps ~92% of it in
+--   use; measured (docs/performance.md), β = 0.75 held the Worker's keyed run at 78%, and the
+--   429s it adds are few: a small level's cut is the same (3 → 2 either way). Older leases were
+--   in flight under the old limit: that cut answered them already.
 -- - A window of successes (as many as the limit, at least 8: a level at 2 would otherwise probe
 --   every other push) adds one, when the level was using at least half of its limit (a level its
 --   tasks do not fill learns nothing).
@@ -59,7 +61,7 @@ begin
              sg.hold_until > coalesce(old.held_until, '-infinity') as hold
     ) d
     cross join lateral (
-      select case when d.lower then greatest(1, least(coalesce(old.effective, sg.n), sg.n) * 3 / 4)
+      select case when d.lower then greatest(1, least(coalesce(old.effective, sg.n), sg.n) * 17 / 20)
                   when d.grow then old.effective + 1
                   else old.effective end as effective,
              case when d.lower or d.grow then 0 else old.successes + sg.oks end as successes,
@@ -76,7 +78,7 @@ begin
   first_rows as (
     insert into sluice.levels (queue, lane, effective, decreased_at, held_until, reason, moved_at)
     select sg.queue, sg.level,
-           case when sg.overloads > 0 then greatest(1, sg.n * 3 / 4) end,
+           case when sg.overloads > 0 then greatest(1, sg.n * 17 / 20) end,
            case when sg.overloads > 0 then now() end,
            sg.hold_until,
            case when sg.overloads > 0 then 'lowered: ' || sg.cause

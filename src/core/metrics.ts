@@ -59,7 +59,7 @@ export const COUNTED = {
   overloads: {
     name: 'sluice_overloads_total',
     type: 'counter',
-    help: "Answers that say the endpoint is over its capacity, by signal: http_429 and http_503 (no Retry-After; an adaptive queue lowers the level's limit by a quarter), refused (the connection), unanswered (a timeout or a connection lost; the lease stays held, and an adaptive queue's level is lowered too), retry_after (a 429 or 503 with Retry-After: the level is held until then).",
+    help: "Answers that say the endpoint is over its capacity, by signal: http_429 and http_503 (no Retry-After; an adaptive queue lowers the level's limit to 85%), refused (the connection), unanswered (a timeout or a connection lost; the lease stays held, and an adaptive queue's level is lowered too), retry_after (a 429 or 503 with Retry-After: the level is held until then).",
     label: 'signal',
     values: ['http_429', 'http_503', 'refused', 'unanswered', 'retry_after'],
     perQueue: true,

@@ -156,7 +156,7 @@ describe('Retry-After holds the level', () => {
 });
 
 describe('an adaptive queue learns its limit (AIMD)', () => {
-  it('lowers by a quarter on an overload once per window, gives the attempt back, and adds one after a window of successes', async () => {
+  it('lowers to 85% on an overload once per window, gives the attempt back, and adds one after a window of successes', async () => {
     await taskInsertMany(
       t.db,
       Array.from({ length: 30 }, () => newTask({ queue: 'adaptive', runAt: due() })),
@@ -198,6 +198,18 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     // An overload from a lease that began after the cut lowers it again: 7 in flight → 5.
     await settle(third.slice(0, 1), retry(503), 'overload');
     expect(await level('adaptive', '*')).toMatchObject({ effective: 5, reason: 'lowered: HTTP 503' });
+  });
+
+  it('cuts a level to 85% of what it had in flight, rounded down', async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 20 }, () => newTask({ queue: 'cap', runAt: due() })),
+    );
+    const leased = await claimAt(await dbNow());
+    expect(leased).toHaveLength(20);
+    // 20 in flight → 17 (a cut by a quarter would leave 15).
+    await settle(leased.slice(0, 1), retry(429), 'overload');
+    expect(await level('cap', '*')).toMatchObject({ effective: 17 });
   });
 
   it('a push that went unanswered (a timeout) lowers an adaptive level too; its lease stays held', async () => {
