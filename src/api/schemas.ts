@@ -8,6 +8,7 @@ import type { FieldIssue } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
+import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../core/trace.ts';
 import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { NewTask } from '../db/enqueue.ts';
 import { isReservedHeader } from '../sdk/protocol/headers.ts';
@@ -42,8 +43,19 @@ const headersSchema = z
         const hint = name.toLowerCase() === 'content-type' ? ' (use `content_type` with `body_text`)' : '';
         ctx.addIssue({ code: 'custom', path: [name], message: `is set by Sluice and cannot be given${hint}` });
       }
+      const problem = traceProblem(name.toLowerCase(), headers[name] as string);
+      if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
     }
   });
+
+const TRACEPARENT_FORM = 'must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, ids not all zeros';
+
+/** What is wrong with a trace header's value (W3C Trace Context), if it is one. */
+function traceProblem(name: string, value: string): string | null {
+  if (name === TRACEPARENT) return parseTraceparent(value) ? null : TRACEPARENT_FORM;
+  if (name === TRACESTATE) return tracestateProblem(value);
+  return null;
+}
 
 const timestamp = z.iso.datetime({ offset: true, error: 'must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z' }).refine((value) => {
   const at = Date.parse(value);
@@ -77,6 +89,20 @@ export const enqueueSchema = z
     timeout_ms: z.number().int().min(100).max(LIMITS.maxLeaseMs).optional(),
     lease_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
     dedup_key: text().min(1).max(LIMITS.keyChars).optional(),
+    traceparent: headerText()
+      .refine((v) => traceProblem(TRACEPARENT, v) === null, TRACEPARENT_FORM)
+      .optional()
+      .describe(
+        "The W3C trace context the task runs in (else the enqueue request's own `traceparent` header): every push " +
+          'sends it with the same trace id and flags and a span id of its own per attempt.',
+      ),
+    tracestate: headerText()
+      .check((ctx) => {
+        const problem = traceProblem(TRACESTATE, ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      })
+      .optional()
+      .describe('Vendor trace data (W3C tracestate), sent as it is with every push; only with `traceparent`.'),
     debounce: z
       .object({
         key: text().min(1).max(LIMITS.keyChars),
@@ -114,6 +140,13 @@ export const enqueueSchema = z
         ctx.addIssue({ code: 'custom', path: [b], message: `give either \`${a}\` or \`${b}\`, not both` });
     };
     both('body', 'body_text');
+    if (t.tracestate !== undefined && t.traceparent === undefined)
+      ctx.addIssue({ code: 'custom', path: ['tracestate'], message: 'goes with `traceparent`' });
+    for (const name of [TRACEPARENT, TRACESTATE] as const) {
+      const given = Object.keys(t.headers ?? {}).find((h) => h.toLowerCase() === name);
+      if (t[name] !== undefined && given !== undefined)
+        ctx.addIssue({ code: 'custom', path: [name], message: `give it either as the field \`${name}\` or in \`headers\`, not both` });
+    }
     both('delay_ms', 'run_at');
     both('ttl_ms', 'expires_at');
     if (t.content_type !== undefined && t.body_text === undefined) {
@@ -244,7 +277,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       queue: input.queue,
       url,
       method: input.method,
-      headers: input.headers ?? {},
+      headers: withTrace(input),
       body,
       contentType,
       concurrencyKey,
@@ -294,6 +327,39 @@ function jsonDepth(value: unknown): number {
  * field's text, or the empty key when the field is missing. `null` when the queue has no
  * `key_from`.
  */
+/**
+ * The task's headers, its trace context among them by lower-case name (from the fields, or as
+ * given in `headers`): the push finds it there, and makes each attempt a child of it.
+ */
+function withTrace(input: EnqueueInput): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(input.headers ?? {})) {
+    const lower = name.toLowerCase();
+    headers[lower === TRACEPARENT || lower === TRACESTATE ? lower : name] = value;
+  }
+  if (input.traceparent !== undefined) headers[TRACEPARENT] = input.traceparent;
+  if (input.tracestate !== undefined) headers[TRACESTATE] = input.tracestate;
+  return headers;
+}
+
+/**
+ * An enqueue request's trace context (its `traceparent` and `tracestate` headers), given to each
+ * task that names none of its own. A malformed one is ignored, as W3C Trace Context asks of a
+ * receiver: the task then starts no trace, and the enqueue does not fail for a tracer's fault.
+ */
+export function inheritTrace(item: unknown, traceparent: string | undefined, tracestate: string | undefined): unknown {
+  if (traceparent === undefined || parseTraceparent(traceparent) === null) return item;
+  if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;
+  const own = item as { traceparent?: unknown; tracestate?: unknown; headers?: unknown };
+  const headers = own.headers !== null && typeof own.headers === 'object' ? Object.keys(own.headers) : [];
+  if (own.traceparent !== undefined || headers.some((h) => h.toLowerCase() === TRACEPARENT)) return item;
+  const state =
+    own.tracestate === undefined && tracestate !== undefined && tracestateProblem(tracestate) === null
+      ? { tracestate: tracestate.trim() }
+      : {};
+  return { ...item, traceparent: traceparent.trim(), ...state };
+}
+
 export function keyFromBody(body: unknown, keyFrom: string | null): string | null {
   if (keyFrom === null) return null;
   let value: unknown = body;

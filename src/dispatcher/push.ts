@@ -5,6 +5,7 @@
  * lease expires (core/outcome.ts `unanswered`), since its handler may still be running.
  */
 import type { PushResult } from '../core/outcome.ts';
+import { attemptSpanId, childTraceparent, parseTraceparent, TRACEPARENT } from '../core/trace.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { utf8 } from '../sdk/protocol/encoding.ts';
 import { HEADERS } from '../sdk/protocol/headers.ts';
@@ -91,6 +92,9 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number, tim
     const lower = name.toLowerCase();
     headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;
   }
+  // A task enqueued in a trace: this attempt is a span of its own, a child of the enqueuer's.
+  const parent = headers[TRACEPARENT] === undefined ? null : parseTraceparent(headers[TRACEPARENT]);
+  if (parent) headers[TRACEPARENT] = childTraceparent(parent, attemptSpanId(task.lease.id));
   if (task.body !== null) headers['content-type'] = task.contentType;
   headers[WIRE.taskId] = task.id;
   headers[WIRE.queue] = task.queue;

@@ -147,6 +147,8 @@ describe('the API', () => {
       ],
       // A template's parent would be dropped at every firing: refused, not ignored.
       [schedule({ task: { url: `${endpoint.url}/q`, parent_id: '1' } }), ['task.parent_id']],
+      // Every firing in one trace, forever: refused.
+      [schedule({ task: { url: `${endpoint.url}/q`, traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` } }), ['task.traceparent']],
     ];
     for (const [body, expected] of cases) {
       const res = await call('POST', '/v1/schedules', body);

@@ -41,6 +41,8 @@ const REFUSED: Record<string, string> = {
   dedup_key: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
   debounce: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
   parent_id: 'a firing has no parent: a parent task enqueues its children during its own run, and waits on them there',
+  traceparent: 'each firing would join one trace forever; a firing starts no trace (its handler may start one)',
+  tracestate: 'goes with `traceparent`, which a schedule takes none of',
 };
 
 /** Key fields that overlap `queue` sets itself. */

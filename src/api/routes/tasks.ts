@@ -11,7 +11,7 @@ import type { Answer, children as childList, enqueued, enqueuedBatch, taskList }
 import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { batchSchema, checkTask } from '../schemas.ts';
+import { batchSchema, checkTask, inheritTrace } from '../schemas.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
 import { taskDetailView, taskStateView, taskView } from '../views.ts';
 
@@ -19,7 +19,7 @@ export const tasks = new Hono<AppEnv>();
 
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const [view] = await enqueue(c, validateTasks([raw], c.var.config, ''));
+  const [view] = await enqueue(c, validateTasks([traced(c, raw)], c.var.config, ''));
   // 200: an existing task answers, a dedup hit or the task a debounced enqueue joined.
   return c.json(view, view?.deduplicated || view?.debounced ? 200 : 201);
 });
@@ -28,7 +28,14 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.batchRequestBytes);
   const parsed = batchSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  const tasks = await enqueue(c, validateTasks(parsed.data.tasks, c.var.config, 'tasks'));
+  const tasks = await enqueue(
+    c,
+    validateTasks(
+      parsed.data.tasks.map((item) => traced(c, item)),
+      c.var.config,
+      'tasks',
+    ),
+  );
   return c.json({ tasks } satisfies Answer<typeof enqueuedBatch>, 201);
 });
 
@@ -71,6 +78,9 @@ tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
   const task = await cancelTask(c.var, c.req.param('id'));
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
+
+/** A task given the enqueue request's trace context when it names none of its own. */
+const traced = (c: Context<AppEnv>, item: unknown) => inheritTrace(item, c.req.header('traceparent'), c.req.header('tracestate'));
 
 /** Validates every item first, so a batch with one bad task writes nothing. */
 function validateTasks(items: readonly unknown[], config: Config, prefix: string): NewTask[] {

@@ -64,6 +64,13 @@ export interface EnqueueRequest {
    * leading: the first runs at once, and those within `period_ms` of it join it without a push.
    */
   debounce?: { key: string; period_ms: number; max_wait_ms?: number; mode?: 'trailing' | 'leading' };
+  /**
+   * The W3C trace context the task runs in (else the enqueue request's own `traceparent`
+   * header): every push sends it with the same trace id and flags, a span id per attempt.
+   */
+  traceparent?: string;
+  /** Vendor trace data (W3C tracestate), sent as it is with every push; only with `traceparent`. */
+  tracestate?: string;
 }
 
 export interface TaskView {
