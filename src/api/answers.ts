@@ -77,6 +77,8 @@ export const task = z
       .object({ name: z.string(), slot: time })
       .nullable()
       .describe('The schedule and slot that enqueued the task; null for a task enqueued by a call.'),
+    callback_url: z.string().nullable().describe('Told when the task succeeds (a task of the queue `callbacks`).'),
+    failure_callback_url: z.string().nullable().describe('Told when the task goes dead.'),
   })
   .register(components, { id: 'Task', description: 'A task as the API returns it.' });
 

@@ -10,7 +10,7 @@ import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../core/trace.ts';
 import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
-import type { NewTask } from '../db/enqueue.ts';
+import type { Callback, NewTask } from '../db/enqueue.ts';
 import { isReservedHeader } from '../sdk/protocol/headers.ts';
 import { checkTarget } from '../security/targets.ts';
 
@@ -103,6 +103,14 @@ export const enqueueSchema = z
       })
       .optional()
       .describe('Vendor trace data (W3C tracestate), sent as it is with every push; only with `traceparent`.'),
+    callback_url: text()
+      .max(LIMITS.urlChars)
+      .optional()
+      .describe(
+        'Told when the task succeeds: a signed POST of {task_id, queue, status, attempts, http_status, result, error, ' +
+          "finished_at}, itself a task of the queue `callbacks` (retried by that queue's settings), once per finish.",
+      ),
+    failure_callback_url: text().max(LIMITS.urlChars).optional().describe('Told the same way when the task goes dead.'),
     debounce: z
       .object({
         key: text().min(1).max(LIMITS.keyChars),
@@ -228,6 +236,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
     if (target.ok) url = target.url.href;
     else issues.push({ path: 'url', message: target.reason });
   }
+  const callback = resolveCallback(input, config, issues);
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
   if (input.lease_ms !== undefined && input.lease_ms > config.maxLeaseMs) {
     issues.push({ path: 'lease_ms', message: `is at most ${config.maxLeaseMs} on this deployment (SLUICE_MAX_LEASE_MS)` });
@@ -294,6 +303,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       timeoutMs,
       leaseMs,
       dedupKey: input.dedup_key ?? null,
+      callback,
       ...(input.debounce
         ? {
             debounce: {
@@ -327,6 +337,36 @@ function jsonDepth(value: unknown): number {
  * field's text, or the empty key when the field is missing. `null` when the queue has no
  * `key_from`.
  */
+/** The queue every callback is a task of: its limits and retry settings are the callbacks'. */
+export const CALLBACK_QUEUE = 'callbacks';
+
+/**
+ * A task's callbacks, checked as its own URL is, with the retry settings the notification will
+ * have (the queue `callbacks`'s, as configured when the task is enqueued).
+ */
+function resolveCallback(input: EnqueueInput, config: Config, issues: FieldIssue[]): Callback | null {
+  const urls = { callback_url: input.callback_url ?? null, failure_callback_url: input.failure_callback_url ?? null };
+  for (const [field, url] of Object.entries(urls)) {
+    if (url === null) continue;
+    const target = checkTarget(url, config.allowPrivateTargets);
+    if (target.ok) urls[field as keyof typeof urls] = target.url.href;
+    else issues.push({ path: field, message: target.reason });
+  }
+  if (urls.callback_url === null && urls.failure_callback_url === null) return null;
+  const d = queueDefaults(config, CALLBACK_QUEUE);
+  return {
+    url: urls.callback_url,
+    failure_url: urls.failure_callback_url,
+    max_attempts: d.maxAttempts,
+    backoff_initial_ms: d.backoff.initialMs,
+    backoff_max_ms: d.backoff.maxMs,
+    backoff_factor: d.backoff.factor,
+    backoff_jitter: d.backoff.jitter,
+    timeout_ms: d.timeoutMs,
+    lease_ms: d.leaseMs,
+  };
+}
+
 /**
  * The task's headers, its trace context among them by lower-case name (from the fields, or as
  * given in `headers`): the push finds it there, and makes each attempt a child of it.

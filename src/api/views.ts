@@ -42,6 +42,8 @@ export function taskView(task: Task): TaskAnswer {
     updated_at: task.updatedAt.toISOString(),
     finished_at: task.finishedAt?.toISOString() ?? null,
     schedule: task.schedule ? { name: task.schedule.name, slot: task.schedule.slot.toISOString() } : null,
+    callback_url: task.callbackUrl,
+    failure_callback_url: task.failureCallbackUrl,
   };
 }
 

@@ -100,6 +100,9 @@ export interface Task {
   finishedAt: Date | null;
   /** The schedule and slot that enqueued it (docs/guide.md "Schedules"); `null` for a task enqueued by a call. */
   schedule: { name: string; slot: Date } | null;
+  /** Whom Sluice tells when it succeeds, and when it goes dead (docs/guide.md "Callbacks"). */
+  callbackUrl: string | null;
+  failureCallbackUrl: string | null;
 }
 
 /** A task that a claim has just leased: it always carries its lease. */

@@ -34,6 +34,21 @@ export interface NewTask {
   dedupKey: string | null;
   /** Enqueues with the same queue and key join one task (src/db/debounce.ts). */
   debounce?: Debounce | null;
+  /** Whom to tell when it succeeds or goes dead (migrations/0019_callbacks.sql). */
+  callback?: Callback | null;
+}
+
+/** A task's callbacks, with the retry settings of the notification (the queue `callbacks`'s). */
+export interface Callback {
+  url: string | null;
+  failure_url: string | null;
+  max_attempts: number;
+  backoff_initial_ms: number;
+  backoff_max_ms: number;
+  backoff_factor: number;
+  backoff_jitter: number;
+  timeout_ms: number;
+  lease_ms: number;
 }
 
 export interface Enqueued<T = Task> {
@@ -90,6 +105,7 @@ const INPUT_COLUMNS = [
   ['timeout_ms', 'integer'],
   ['lease_ms', 'integer'],
   ['dedup_key', 'text'],
+  ['callback', 'jsonb'],
 ] as const;
 
 type InputColumn = (typeof INPUT_COLUMNS)[number][0];
@@ -97,10 +113,11 @@ type InputColumn = (typeof INPUT_COLUMNS)[number][0];
 /** The tasks as the insert's parameters, in `INPUT_COLUMNS` order. */
 function inputColumns(tasks: readonly NewTask[]): unknown[][] {
   const rows = tasks.map((t) => {
-    const { backoff, headers, ...row } = toInputRow(t, 0);
+    const { backoff, headers, callback, ...row } = toInputRow(t, 0);
     const values: Record<InputColumn, unknown> = {
       ...row,
       headers: JSON.stringify(headers),
+      callback: callback === null ? null : JSON.stringify(callback),
       backoff_initial_ms: backoff.initial_ms,
       backoff_max_ms: backoff.max_ms,
       backoff_factor: backoff.factor,
@@ -146,13 +163,13 @@ with input as materialized (
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts,
-    backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key)
+    backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback)
   overriding system value
   select new_id, queue, url, method, headers, body, nullif(content_type, '${DEFAULT_CONTENT_TYPE}'), concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
-    max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key
+    max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback
   from input
   order by ord
   on conflict (queue, dedup_key) where dedup_key is not null and status in ${UNFINISHED_SQL} do nothing
@@ -313,5 +330,6 @@ export function toInputRow(t: NewTask, ord: number) {
     timeout_ms: t.timeoutMs,
     lease_ms: t.leaseMs,
     dedup_key: t.dedupKey,
+    callback: t.callback ?? null,
   };
 }

@@ -35,14 +35,15 @@ ${deleted}_archived as (
     resumes, finished_at, created_at, run_at, expires_at, cancel_requested_at, parent_id, schedule, schedule_slot,
     dedup_key, concurrency_limit, rate_limit, rate_period_ms, timeout_ms, lease_ms, last_lease_id, last_status, last_error, result,
     final_started_at, final_duration_ms, final_error, attempt_log, backoff_initial_ms, backoff_max_ms, backoff_factor,
-    backoff_jitter, method, content_type, url, headers, body)
+    backoff_jitter, method, content_type, url, headers, body, callback)
   select (select max(bucket) from sluice.history_buckets), d.id, d.queue, d.fin_status, d.concurrency_key, d.priority,
     d.attempts, d.max_attempts, d.deferrals, d.resumes, now(), d.created_at, d.run_at, d.expires_at, d.cancel_requested_at,
     d.parent_id, d.schedule, d.schedule_slot, d.dedup_key, d.concurrency_limit, d.rate_limit, d.rate_period_ms, d.timeout_ms,
     d.lease_ms, coalesce(d.lease_id, d.last_lease_id), d.fin_http_status, coalesce(d.fin_error, d.last_error), d.fin_result,
     case when d.fin_attempt then d.leased_at end, d.fin_duration_ms, d.fin_error,
     (select jsonb_agg(to_jsonb(a) - 'task_id' order by a.started_at, a.attempt) from ${deleted}_attempts a where a.task_id = d.id),
-    d.backoff_initial_ms, d.backoff_max_ms, d.backoff_factor, d.backoff_jitter, d.method, d.content_type, d.url, d.headers, d.body
+    d.backoff_initial_ms, d.backoff_max_ms, d.backoff_factor, d.backoff_jitter, d.method, d.content_type, d.url, d.headers, d.body,
+    d.callback
   from ${deleted} d
 )`;
 }

@@ -53,6 +53,8 @@ export interface TaskRow {
   finished_at: Date | null;
   schedule: string | null;
   schedule_slot: Date | null;
+  /** migrations/0019_callbacks.sql; absent where a read names its columns without it. */
+  callback?: { url: string | null; failure_url: string | null } | null;
 }
 
 export function toTask(row: TaskRow): Task {
@@ -92,6 +94,8 @@ export function toTask(row: TaskRow): Task {
     updatedAt: row.updated_at,
     finishedAt: row.finished_at,
     schedule: row.schedule !== null && row.schedule_slot !== null ? { name: row.schedule, slot: row.schedule_slot } : null,
+    callbackUrl: row.callback?.url ?? null,
+    failureCallbackUrl: row.callback?.failure_url ?? null,
   };
 }
 

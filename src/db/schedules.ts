@@ -215,17 +215,17 @@ with s as (
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key, concurrency_limit,
     rate_limit, rate_period_ms, priority, run_at, expires_at, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor,
-    backoff_jitter, timeout_ms, lease_ms, schedule, schedule_slot)
+    backoff_jitter, timeout_ms, lease_ms, schedule, schedule_slot, callback)
   overriding system value
   select s.new_id, x.queue, x.url, x.method, x.headers, x.body, nullif(x.content_type, '${DEFAULT_CONTENT_TYPE}'), x.concurrency_key,
     x.concurrency_limit,
     x.rate_limit, x.rate_period_ms, x.priority, s.slot, s.slot + make_interval(secs => x.ttl_ms / 1000.0), x.max_attempts,
     (x.backoff ->> 'initial_ms')::integer, (x.backoff ->> 'max_ms')::integer, (x.backoff ->> 'factor')::float8,
-    (x.backoff ->> 'jitter')::float8, x.timeout_ms, x.lease_ms, s.name, s.slot
+    (x.backoff ->> 'jitter')::float8, x.timeout_ms, x.lease_ms, s.name, s.slot, x.callback
   from s,
     jsonb_to_record(s.template) as x(queue text, url text, method text, headers jsonb, body text, content_type text,
       concurrency_key text, concurrency_limit integer, rate_limit integer, rate_period_ms integer, priority integer, ttl_ms bigint,
-      max_attempts integer, backoff jsonb, timeout_ms integer, lease_ms integer)
+      max_attempts integer, backoff jsonb, timeout_ms integer, lease_ms integer, callback jsonb)
   -- A slot fired once already: its task is live (the conflict below) or finished.
   where s.fires and not exists (select 1 from sluice.finished f where f.schedule = s.name and f.schedule_slot = s.slot)
   on conflict (schedule, schedule_slot) where schedule is not null do nothing

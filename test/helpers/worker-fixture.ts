@@ -4,6 +4,7 @@
  * torn down after the file. More Workers on the same database come from `start`.
  */
 import { afterAll, beforeAll, inject } from 'vitest';
+import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
 import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
 import { makeSecrets, type TestSecrets, testEnv } from './config.ts';
@@ -46,4 +47,21 @@ export function useWorkerFixture(extra: (f: WorkerFixture) => Record<string, str
     await f.t?.drop();
   });
   return f;
+}
+
+/**
+ * A Node server beside the file's Worker, on a database of its own, with the fixture's secrets
+ * (so that one test body runs on both paths); registered in the calling `describe`.
+ */
+export function useNodeBeside(f: WorkerFixture, extra: Record<string, string> = {}): { node: NodeSluice; t: TestDatabase } {
+  const side = {} as { node: NodeSluice; t: TestDatabase };
+  beforeAll(async () => {
+    side.t = await createTestDatabase();
+    side.node = await startNodeSluice({ env: testEnv(f.secrets, side.t.url, extra) });
+  });
+  afterAll(async () => {
+    await side.node?.close();
+    await side.t?.drop();
+  });
+  return side;
 }

@@ -187,6 +187,8 @@ describe("a task's page", () => {
     updatedAt: at,
     finishedAt: at,
     schedule: null,
+    callbackUrl: null,
+    failureCallbackUrl: null,
   };
 
   it('does not pin an earlier error on the status that ended it, and says the time zone of its times', () => {

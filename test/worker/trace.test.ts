@@ -3,12 +3,9 @@
  * a task enqueued in a W3C trace (a field, or the enqueue request's own header) is pushed on
  * every attempt with the same trace id and flags and a span id of its own, its tracestate as given.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
-import { testEnv } from '../helpers/config.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { describe, expect, it } from 'vitest';
 import type { ReceivedPush } from '../helpers/endpoint.ts';
-import { useWorkerFixture } from '../helpers/worker-fixture.ts';
+import { useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const f = useWorkerFixture();
 
@@ -100,19 +97,9 @@ describe('trace propagation', () => {
   }, 60_000);
 
   describe('on the Node server', () => {
-    let t: TestDatabase;
-    let node: NodeSluice;
-    beforeAll(async () => {
-      t = await createTestDatabase();
-      node = await startNodeSluice({ env: testEnv(f.secrets, t.url) });
-    });
-    afterAll(async () => {
-      await node?.close();
-      await t?.drop();
-    });
-
+    const side = useNodeBeside(f);
     it('does the same', async () => {
-      await exercise(node.url, 'node');
+      await exercise(side.node.url, 'node');
     }, 60_000);
   });
 });

@@ -71,6 +71,10 @@ export interface EnqueueRequest {
   traceparent?: string;
   /** Vendor trace data (W3C tracestate), sent as it is with every push; only with `traceparent`. */
   tracestate?: string;
+  /** Told, by a signed push (a task of the queue `callbacks`), when the task succeeds, with what it answered. */
+  callback_url?: string;
+  /** Told when the task goes dead, with its last error. */
+  failure_callback_url?: string;
 }
 
 export interface TaskView {
@@ -102,6 +106,10 @@ export interface TaskView {
   finished_at: string | null;
   /** The schedule and slot that enqueued the task; null for a task enqueued by a call. */
   schedule: { name: string; slot: string } | null;
+  /** Told when the task succeeds (a task of the queue `callbacks`). */
+  callback_url: string | null;
+  /** Told when the task goes dead. */
+  failure_callback_url: string | null;
 }
 
 export interface EnqueuedTask extends TaskView {
