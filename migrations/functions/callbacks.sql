@@ -7,27 +7,29 @@
 --   {"task_id", "queue", "status": "succeeded" | "dead", "attempts", "http_status", "result",
 --    "error", "finished_at"}
 -- `result` is what the endpoint answered (or the lease's `complete` gave), `error` the last one.
+-- A row trigger whose WHEN skips every task without a callback: the settles of the others queue
+-- no trigger event and copy no row (a statement trigger's transition table would copy them all).
 create or replace function sluice.callbacks_enqueue() returns trigger
 language plpgsql as $$
+declare
+  v_url text := case new.status when 'succeeded' then new.callback ->> 'url' when 'dead' then new.callback ->> 'failure_url' end;
 begin
+  if v_url is null then
+    return null;
+  end if;
   insert into sluice.tasks (queue, url, body, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor,
     backoff_jitter, timeout_ms, lease_ms)
-  select 'callbacks', c.url,
-         jsonb_build_object('task_id', f.id::text, 'queue', f.queue, 'status', f.status, 'attempts', f.attempts,
-                            'http_status', f.last_status, 'result', f.result, 'error', f.last_error,
-                            'finished_at', f.finished_at)::text,
-         (f.callback ->> 'max_attempts')::integer, (f.callback ->> 'backoff_initial_ms')::integer,
-         (f.callback ->> 'backoff_max_ms')::integer, (f.callback ->> 'backoff_factor')::float8,
-         (f.callback ->> 'backoff_jitter')::float8, (f.callback ->> 'timeout_ms')::integer, (f.callback ->> 'lease_ms')::integer
-  from finished_now f
-  cross join lateral (
-    select case f.status when 'succeeded' then f.callback ->> 'url' when 'dead' then f.callback ->> 'failure_url' end as url
-  ) c
-  where f.callback is not null and c.url is not null
-  order by f.id;
+  values ('callbacks', v_url,
+          jsonb_build_object('task_id', new.id::text, 'queue', new.queue, 'status', new.status, 'attempts', new.attempts,
+                             'http_status', new.last_status, 'result', new.result, 'error', new.last_error,
+                             'finished_at', new.finished_at)::text,
+          (new.callback ->> 'max_attempts')::integer, (new.callback ->> 'backoff_initial_ms')::integer,
+          (new.callback ->> 'backoff_max_ms')::integer, (new.callback ->> 'backoff_factor')::float8,
+          (new.callback ->> 'backoff_jitter')::float8, (new.callback ->> 'timeout_ms')::integer, (new.callback ->> 'lease_ms')::integer);
   return null;
 end $$;
 
+-- On the partitioned table: cloned onto every bucket, those attached later included.
 drop trigger if exists finished_callbacks on sluice.finished;
 create trigger finished_callbacks after insert on sluice.finished
-  referencing new table as finished_now for each statement execute function sluice.callbacks_enqueue();
+  for each row when (new.callback is not null) execute function sluice.callbacks_enqueue();
