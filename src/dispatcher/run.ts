@@ -43,6 +43,8 @@ export interface DispatchDeps {
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
   /** Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a no-op. */
   push?: (task: LeasedTask) => Promise<PushResult>;
+  /** Told of every push that ended, and when it began (the Node server's spans: src/node/otel.ts). */
+  pushed?: (task: LeasedTask, result: PushResult, startedAtMs: number) => void;
   /**
    * Counts for /metrics, kept across runs by a long-lived process, which writes them at most
    * once per `meterIntervalMs` at a run's end (and on a timer of its own). Default: the run
@@ -216,8 +218,10 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // so the next claim pass need not wait for it. Until it commits, the lease still
       // counts against every limit (a pass may take less, never more), so its commit frees
       // the slot again, as a push's end frees a place.
+      const startedAt = now();
       const work: Promise<void> = push(task)
         .then((result: PushResult) => {
+          deps.pushed?.(task, result, startedAt);
           const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
             settling.delete(written);
             free();

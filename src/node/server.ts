@@ -18,6 +18,7 @@ import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
 import { withDbRetry } from '../dispatcher/retry-db.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
+import { type PushSpans, startPushSpans } from './otel.ts';
 import { openPgDb } from './pg-db.ts';
 import { pinnedTransport } from './pinned-transport.ts';
 import { withSyncSigning } from './sync-signing.ts';
@@ -99,6 +100,14 @@ export async function startNodeSluice(options: {
     throw new SchemaError(schemaProblem(state));
   }
   const keyring = withSyncSigning(await loadKeyring(config.signingKeys));
+  // Spans over OTLP when the environment names an endpoint (a bad one stops the start here).
+  let spans: PushSpans | null;
+  try {
+    spans = startPushSpans(options.env);
+  } catch (error) {
+    await Promise.all([db.close(), dispatchDb.close()]);
+    throw error;
+  }
   // Pushes resolve the target once, refuse private addresses, and connect to the one checked.
   const push = pinnedTransport({ allowPrivate: config.allowPrivateTargets });
   // Counts for /metrics, kept across runs and written at most once a second.
@@ -109,7 +118,15 @@ export async function startNodeSluice(options: {
       : new DispatchLoop(
           (signal, nudges) =>
             dispatchRun(
-              { db: dispatchDb, config, keyring, transport: push, meter, meterIntervalMs: METER_INTERVAL_MS },
+              {
+                db: dispatchDb,
+                config,
+                keyring,
+                transport: push,
+                meter,
+                meterIntervalMs: METER_INTERVAL_MS,
+                ...(spans ? { pushed: spans.pushed } : {}),
+              },
               { budgetMs: RUN_BUDGET_MS, signal, nudges },
             ),
           {
@@ -198,7 +215,11 @@ export async function startNodeSluice(options: {
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();
         push.close();
-        await Promise.all([db.close(), dispatchDb.close()]);
+        await Promise.all([
+          db.close(),
+          dispatchDb.close(),
+          spans?.shutdown().catch((e) => console.error('sluice: sending spans failed', e)),
+        ]);
       })();
       return closing;
     },
