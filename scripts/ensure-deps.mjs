@@ -22,3 +22,9 @@ if (mtime('test/client/node_modules/.package-lock.json') < mtime('test/client/pa
   console.log('sluice: installing the dependencies of test/client (the generated-client test) …');
   execSync('npm --prefix test/client ci --no-audit --no-fund', { stdio: 'inherit' });
 }
+
+// The receivers' frameworks (test/adapters: Express and Fastify, as a user's project has them).
+if (mtime('test/adapters/node_modules/.package-lock.json') < mtime('test/adapters/package-lock.json')) {
+  console.log("sluice: installing the dependencies of test/adapters (the receivers' frameworks) …");
+  execSync('npm --prefix test/adapters ci --no-audit --no-fund', { stdio: 'inherit' });
+}

@@ -1,4 +1,15 @@
 /** Sluice's SDK: the API client, the push receiver, and the task handler. Web-standard only. */
+
+export {
+  type FastifyScopeLike,
+  type LambdaEvent,
+  type LambdaResult,
+  type NodeRequestLike,
+  type NodeResponseLike,
+  sluiceExpress,
+  sluiceFastify,
+  sluiceLambda,
+} from './adapters.ts';
 export { type ClientOptions, type ListFilter, SluiceClient } from './client.ts';
 export { type FieldIssue, NonRetriableError, RetryAfterError, SluiceApiError } from './errors.ts';
 export {
