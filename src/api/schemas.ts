@@ -333,12 +333,10 @@ function jsonDepth(value: unknown): number {
 }
 
 /**
- * The concurrency key a queue's `key_from` derives from a task's body (River's `ByArgs`): the
- * field's text, or the empty key when the field is missing. `null` when the queue has no
- * `key_from`.
+ * The queue every callback is a task of: its limits and retry settings are the callbacks'. The
+ * trigger that enqueues them (migrations/functions/callbacks.sql) names it too.
  */
-/** The queue every callback is a task of: its limits and retry settings are the callbacks'. */
-export const CALLBACK_QUEUE = 'callbacks';
+const CALLBACK_QUEUE = 'callbacks';
 
 /**
  * A task's callbacks, checked as its own URL is, with the retry settings the notification will
@@ -400,6 +398,11 @@ export function inheritTrace(item: unknown, traceparent: string | undefined, tra
   return { ...item, traceparent: traceparent.trim(), ...state };
 }
 
+/**
+ * The concurrency key a queue's `key_from` derives from a task's body (River's `ByArgs`): the
+ * field's text, or the empty key when the field is missing. `null` when the queue has no
+ * `key_from`.
+ */
 export function keyFromBody(body: unknown, keyFrom: string | null): string | null {
   if (keyFrom === null) return null;
   let value: unknown = body;
