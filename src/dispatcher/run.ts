@@ -221,7 +221,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       const startedAt = now();
       const work: Promise<void> = push(task)
         .then((result: PushResult) => {
-          deps.pushed?.(task, result, startedAt);
+          // What observes a push never costs its settle.
+          try {
+            deps.pushed?.(task, result, startedAt);
+          } catch (error) {
+            log.error('sluice: recording a push (spans) failed', error);
+          }
           const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
             settling.delete(written);
             free();
