@@ -48,6 +48,28 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     c.header('x-content-type-options', 'nosniff');
   });
 
+  // Enqueues and lease calls made in a trace are spans of it, where the platform exports spans.
+  app.use('*', async (c, next) => {
+    const traceparent = c.req.header('traceparent');
+    const name = platform.spans && traceparent ? spanName(c.req.method, c.req.path) : null;
+    if (name === null) return next();
+    const startedAtMs = Date.now();
+    await next();
+    try {
+      platform.spans?.request({
+        name,
+        traceparent: traceparent as string,
+        startedAtMs,
+        endedAtMs: Date.now(),
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+      });
+    } catch (error) {
+      console.error('sluice: recording a request span failed', error);
+    }
+  });
+
   app.route('/', meta);
   app.route('/metrics', metrics);
   app.route('/v1/tasks', tasks);
@@ -83,4 +105,12 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     return problemResponse(c, problem);
   });
   return app;
+}
+
+/** The span a traced request makes: an enqueue or a lease call; other requests make none. */
+function spanName(method: string, path: string): string | null {
+  if (method !== 'POST') return null;
+  if (path === '/v1/tasks' || path === '/v1/tasks/batch') return 'sluice enqueue';
+  const lease = /^\/v1\/leases\/[^/]+\/(heartbeat|complete|fail|release|wait)$/.exec(path);
+  return lease ? `sluice lease ${lease[1]}` : null;
 }

@@ -18,6 +18,21 @@ export interface Platform {
   poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
   /** The serving process's own figures for /metrics, where there is a process (not on Workers). */
   processStats?: () => ProcessStats;
+  /** Spans of enqueues and lease calls made in a trace (the Node server's: src/node/otel.ts). */
+  spans?: RequestSpans;
+}
+
+/** Told of a request that carried a `traceparent`, once it is answered. */
+export interface RequestSpans {
+  request(span: {
+    name: string;
+    traceparent: string;
+    startedAtMs: number;
+    endedAtMs: number;
+    method: string;
+    path: string;
+    status: number;
+  }): void;
 }
 
 /** What a long-lived process says of itself at /metrics (the `process_*` series). */

@@ -6,18 +6,21 @@
  * For each push of a task enqueued in a trace, two spans in it, children of the enqueuer's:
  * `sluice claim wait` (from the task's due time to its lease) and `sluice push` (the attempt),
  * whose span id is the one the push's `traceparent` names, so the handler's spans hang under it.
+ * And a server span for each enqueue and lease call that carried a `traceparent` (the SDK's
+ * handler sends the push's, so its lease calls hang under the attempt).
  * Sampling follows the enqueuer's flags (a trace it did not sample exports nothing).
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type IdGenerator, RandomIdGenerator, TracerProvider } from '@opentelemetry/sdk-trace';
+import type { RequestSpans } from '../api/context.ts';
 import type { PushResult } from '../core/outcome.ts';
 import { attemptSpanId, parseTraceparent, TRACEPARENT } from '../core/trace.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { SLUICE_VERSION as VERSION } from '../version.ts';
 
-export interface PushSpans {
+export interface PushSpans extends RequestSpans {
   /** A push ended (`startedAtMs` when it began): its spans, if its task is in a trace. */
   pushed(task: LeasedTask, result: PushResult, startedAtMs: number): void;
   /** Sends what is still buffered. */
@@ -96,6 +99,28 @@ export function startPushSpans(env: Record<string, string | undefined>): PushSpa
         span.setStatus({ code: SpanStatusCode.ERROR, message: result.kind === 'timeout' ? 'timeout' : result.message });
       }
       span.end(startedAtMs + result.durationMs);
+    },
+    request(r) {
+      const parent = parseTraceparent(r.traceparent);
+      if (!parent) return;
+      const context = trace.setSpanContext(ROOT_CONTEXT, {
+        traceId: parent.traceId,
+        spanId: parent.parentId,
+        traceFlags: Number.parseInt(parent.flags, 16) & 1,
+        isRemote: true,
+      });
+      const span = tracer.startSpan(
+        r.name,
+        {
+          kind: SpanKind.SERVER,
+          startTime: r.startedAtMs,
+          attributes: { 'http.request.method': r.method, 'url.path': r.path, 'http.response.status_code': r.status },
+        },
+        context,
+      );
+      // A server span is in error for a 5xx only: a 4xx is the caller's (OpenTelemetry's HTTP conventions).
+      if (r.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: `HTTP ${r.status}` });
+      span.end(r.endedAtMs);
     },
     shutdown: () => provider.shutdown(),
   };

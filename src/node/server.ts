@@ -160,6 +160,7 @@ export async function startNodeSluice(options: {
       };
     },
     openDb: () => shared,
+    ...(spans ? { spans } : {}),
     poke(poke) {
       loop?.wake(poke.atMs);
       channel.announce(poke);

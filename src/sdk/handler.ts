@@ -131,10 +131,16 @@ async function holdLease<R>(
 ): Promise<void> {
   const controller = new AbortController();
   const doFetch = fetchImpl ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  // A push in a trace: its lease calls are children of the attempt's span (its traceparent).
+  const trace = push.headers.get('traceparent');
   const call = async (action: string, body: unknown): Promise<Response> =>
     doFetch(`${sluiceUrl}/v1/leases/${encodeURIComponent(push.lease.id)}/${action}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${push.lease.token}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${push.lease.token}`,
+        'content-type': 'application/json',
+        ...(trace ? { traceparent: trace } : {}),
+      },
       body: JSON.stringify(body),
     });
 

@@ -112,6 +112,37 @@ describe('spans over OTLP/HTTP from the Node server', () => {
     }
     expect(spans.every((s) => s.traceId === TRACE)).toBe(true);
     expect(new Set(services)).toEqual(new Set(['sluice-test']));
+    // The enqueue itself: a server span under the caller's.
+    const [enqueue] = spans.filter((s) => s.name === 'sluice enqueue');
+    expect([enqueue?.traceId, enqueue?.parentSpanId, attribute(enqueue!, 'http.response.status_code')]).toEqual([TRACE, PARENT, 201]);
+  });
+
+  it("a lease call that carries the push's traceparent (as the SDK's handler sends it) is a span under the attempt", async () => {
+    endpoint.reply(() => ({ status: 202, headers: { 'sluice-ack': 'lease' } }));
+    const trace = '0af7651916cd43dd8448eb211c80319c';
+    const res = await fetch(`${sluice.url}/v1/tasks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secrets.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: `${endpoint.url}/leased`, traceparent: `00-${trace}-${PARENT}-01` }),
+    });
+    expect(res.status).toBe(201);
+    await expect.poll(() => endpoint.received.filter((p) => p.path === '/leased').length, { timeout: 10_000 }).toBe(1);
+    const push = endpoint.received.find((p) => p.path === '/leased')!;
+    const complete = await fetch(`${sluice.url}/v1/leases/${push.headers['sluice-lease-id']}/complete`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${push.headers['sluice-lease-token']}`,
+        'content-type': 'application/json',
+        traceparent: String(push.headers.traceparent),
+      },
+      body: '{}',
+    });
+    expect(complete.status).toBe(200);
+    await expect.poll(() => spans.filter((s) => s.name === 'sluice lease complete').length, { timeout: 10_000, interval: 50 }).toBe(1);
+    const call = spans.find((s) => s.name === 'sluice lease complete')!;
+    const attempt = spans.find((s) => s.name === 'sluice push' && s.traceId === trace)!;
+    expect([call.traceId, call.parentSpanId]).toEqual([trace, attempt.spanId]);
+    expect(attribute(call, 'http.response.status_code')).toBe(200);
   });
 
   it('a start with an endpoint that is not an http(s) URL says so in one line', async () => {

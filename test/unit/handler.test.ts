@@ -37,10 +37,10 @@ async function push(leaseMs: number): Promise<Request> {
 
 /** A fake lease API that records each call and answers like Sluice. */
 function recorder(leaseMs: number) {
-  const calls: Array<{ action: string; at: number; body: Record<string, unknown> }> = [];
+  const calls: Array<{ action: string; at: number; body: Record<string, unknown>; headers: Headers }> = [];
   const fetchImpl = (async (input: RequestInfo | URL, init?: RequestInit) => {
     const action = String(input).split('/').at(-1)!;
-    calls.push({ action, at: Date.now(), body: JSON.parse(String(init?.body ?? '{}')) });
+    calls.push({ action, at: Date.now(), body: JSON.parse(String(init?.body ?? '{}')), headers: new Headers(init?.headers) });
     if (action === 'heartbeat') return Response.json({ expires_at: new Date(Date.now() + leaseMs).toISOString() });
     return Response.json({ status: 'ok' });
   }) as typeof fetch;
@@ -50,6 +50,24 @@ function recorder(leaseMs: number) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('createHandler in lease mode', () => {
+  it("sends the push's traceparent with its lease calls (they are spans under the attempt), and none without one", async () => {
+    for (const traceparent of ['00-4bf92f3577b34da6a3ce929d0e0e4736-9b2a4c1e7f3d4e21-01', null]) {
+      const { calls, fetchImpl } = recorder(60_000);
+      const work: Promise<unknown>[] = [];
+      const handler = createHandler(async () => 'done', {
+        keys: ring.jwks,
+        sluiceUrl: 'https://sluice.example',
+        mode: 'lease',
+        fetch: fetchImpl,
+      });
+      const request = await push(60_000);
+      if (traceparent) request.headers.set('traceparent', traceparent);
+      await handler(request, { waitUntil: (p) => work.push(p) });
+      await Promise.all(work);
+      expect(calls.map((c) => [c.action, c.headers.get('traceparent')])).toEqual([['complete', traceparent]]);
+    }
+  });
+
   it('answers 202 Sluice-Ack: lease at once, heartbeats while working, completes, and then stops heartbeating', async () => {
     const { calls, fetchImpl } = recorder(900);
     const work: Promise<unknown>[] = [];
