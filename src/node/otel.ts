@@ -10,7 +10,7 @@
  * handler sends the push's, so its lease calls hang under the attempt).
  * Sampling follows the enqueuer's flags (a trace it did not sample exports nothing).
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { type Context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type IdGenerator, RandomIdGenerator, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -68,14 +68,8 @@ export function startPushSpans(env: Record<string, string | undefined>): PushSpa
   return {
     pushed(task, result, startedAtMs) {
       const traceparent = task.headers[TRACEPARENT];
-      const parent = traceparent === undefined ? null : parseTraceparent(traceparent);
-      if (!parent) return;
-      const context = trace.setSpanContext(ROOT_CONTEXT, {
-        traceId: parent.traceId,
-        spanId: parent.parentId,
-        traceFlags: Number.parseInt(parent.flags, 16) & 1,
-        isRemote: true,
-      });
+      const context = traceparent === undefined ? null : remoteParent(traceparent);
+      if (!context) return;
       const attributes = { 'sluice.task_id': task.id, 'sluice.queue': task.queue, 'sluice.attempt': task.attempts };
       tracer
         .startSpan('sluice claim wait', { kind: SpanKind.INTERNAL, startTime: task.runAt, attributes }, context)
@@ -101,14 +95,8 @@ export function startPushSpans(env: Record<string, string | undefined>): PushSpa
       span.end(startedAtMs + result.durationMs);
     },
     request(r) {
-      const parent = parseTraceparent(r.traceparent);
-      if (!parent) return;
-      const context = trace.setSpanContext(ROOT_CONTEXT, {
-        traceId: parent.traceId,
-        spanId: parent.parentId,
-        traceFlags: Number.parseInt(parent.flags, 16) & 1,
-        isRemote: true,
-      });
+      const context = remoteParent(r.traceparent);
+      if (!context) return;
       const span = tracer.startSpan(
         r.name,
         {
@@ -124,4 +112,16 @@ export function startPushSpans(env: Record<string, string | undefined>): PushSpa
     },
     shutdown: () => provider.shutdown(),
   };
+}
+
+/** The context a span made under a remote `traceparent` starts from, or null when it is not one. */
+function remoteParent(traceparent: string): Context | null {
+  const parent = parseTraceparent(traceparent);
+  if (!parent) return null;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: parent.traceId,
+    spanId: parent.parentId,
+    traceFlags: Number.parseInt(parent.flags, 16) & 1,
+    isRemote: true,
+  });
 }
