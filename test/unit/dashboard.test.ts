@@ -197,6 +197,21 @@ describe("a task's page", () => {
     expect(page).toContain('<dt>Last HTTP status</dt><dd>200</dd>');
     expect(page).not.toContain('(HTTP 200)');
     expect(page).toContain('2026-11-23 12:00:00 UTC</time>');
+    expect(page).toContain('<dt>Trace</dt><dd><span class="muted">none</span>');
+    expect(page).toContain('<dt>Callbacks</dt><dd><span class="muted">none</span>');
+  });
+
+  it('shows the trace a task runs in and whom it tells when done', () => {
+    const traced = {
+      ...task,
+      headers: { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+      callbackUrl: 'https://example.com/done',
+      failureCallbackUrl: 'https://example.com/alerts',
+    };
+    const page = String(taskPage(traced, [], at));
+    expect(page).toContain('<dt>Trace</dt><dd><code>4bf92f3577b34da6a3ce929d0e0e4736</code>');
+    expect(page).toContain('on success <code>https://example.com/done</code>');
+    expect(page).toContain('on death <code>https://example.com/alerts</code>');
   });
 });
 

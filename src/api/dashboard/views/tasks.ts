@@ -1,5 +1,6 @@
 /** Task pages: the filtered list, the dead letters with their redrives, and one task with every attempt. */
 import { html } from 'hono/html';
+import { parseTraceparent, TRACEPARENT } from '../../../core/trace.ts';
 import { FINAL_STATUSES, TASK_STATUSES, type Task } from '../../../core/types.ts';
 import type { AttemptRecord } from '../../../db/leases.ts';
 import { duration, href, taskLink, time } from '../format.ts';
@@ -107,6 +108,12 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
 <dt>Lease</dt><dd>${t.lease ? html`<code>${t.lease.id}</code>, held ${duration(now.getTime() - t.lease.leasedAt.getTime())}, until ${time(t.lease.expiresAt)}` : html`<span class="muted">none</span>`}</dd>
 <dt>Timeout / lease</dt><dd>${duration(t.timeoutMs)} / ${duration(t.leaseMs)}</dd>
 <dt>Dedup key</dt><dd>${t.dedupKey ?? html`<span class="muted">none</span>`}</dd>
+<dt>Trace</dt><dd>${traceId(t) === null ? html`<span class="muted">none</span>` : html`<code>${traceId(t)}</code> <span class="muted">(each attempt a span: its lease id's first 16 hex digits)</span>`}</dd>
+<dt>Callbacks</dt><dd>${
+    t.callbackUrl === null && t.failureCallbackUrl === null
+      ? html`<span class="muted">none</span>`
+      : html`${t.callbackUrl === null ? '' : html`on success <code>${t.callbackUrl}</code> `}${t.failureCallbackUrl === null ? '' : html`on death <code>${t.failureCallbackUrl}</code>`}`
+  }</dd>
 <dt>Created</dt><dd>${time(t.createdAt)}</dd>
 <dt>Finished</dt><dd>${time(t.finishedAt)}</dd>
 <dt>${t.status === 'succeeded' ? 'Error before it succeeded' : 'Last error'}</dt><dd>${t.lastError ?? html`<span class="muted">none</span>`}</dd>
@@ -127,4 +134,10 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
         )
       : html`<tr><td colspan="7" class="muted">No attempt has ended yet.</td></tr>`
   }</tbody></table>`;
+}
+
+/** The trace id a task runs in (src/core/trace.ts), if it was enqueued in one. */
+function traceId(t: Task): string | null {
+  const value = t.headers[TRACEPARENT];
+  return value === undefined ? null : (parseTraceparent(value)?.traceId ?? null);
 }
