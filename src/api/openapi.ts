@@ -83,12 +83,30 @@ const preferHeader = {
   description: '`return=minimal`: answer each task with its id, queue and status only (RFC 7240; `Preference-Applied` confirms it).',
   schema: { type: 'string' },
 };
+/** W3C Trace Context on a request: an enqueue's tasks run in it; a call in a trace is a span of it (Node). */
+const traceHeaders = [
+  {
+    name: 'traceparent',
+    in: 'header',
+    required: false,
+    description:
+      'W3C Trace Context. On an enqueue: the trace each task without one of its own runs in (a malformed one is ignored). A request in a trace is a span of it where the server exports spans (the Node server, over OTLP).',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'tracestate',
+    in: 'header',
+    required: false,
+    description: 'W3C Trace Context vendor data, with `traceparent`.',
+    schema: { type: 'string' },
+  },
+];
 const idParam = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
 
 export function openApiDocument(): object {
   const leaseCall = (id: string, summary: string, body: object, ok: object) => ({
     parameters: [idParam('lease_id')],
-    post: operation({ id, summary, scope: 'lease token', body, bodyOptional: true, ok }),
+    post: operation({ id, summary, scope: 'lease token', body, bodyOptional: true, headers: traceHeaders, ok }),
   });
   return {
     openapi: '3.1.0',
@@ -119,7 +137,7 @@ export function openApiDocument(): object {
             'Enqueue a task (200 when an existing task answers: an unfinished one with the same dedup_key, or the one a debounce joined)',
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
-          headers: [preferHeader],
+          headers: [preferHeader, ...traceHeaders],
           ok: answer(answers.enqueued),
           okStatus: '201',
           also: { '200': answer(answers.enqueued) },
@@ -138,7 +156,7 @@ export function openApiDocument(): object {
           summary: 'Enqueue up to 1,000 tasks, all or nothing',
           scope: 'tasks:write',
           body: { ...json(batchSchema), properties: { tasks: { type: 'array', maxItems: 1000, items: ref('EnqueueRequest') } } },
-          headers: [preferHeader],
+          headers: [preferHeader, ...traceHeaders],
           ok: answer(answers.enqueuedBatch),
           okStatus: '201',
         }),
