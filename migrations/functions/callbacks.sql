@@ -22,7 +22,8 @@ begin
   values ('callbacks', v_url,
           jsonb_build_object('task_id', new.id::text, 'queue', new.queue, 'status', new.status, 'attempts', new.attempts,
                              'http_status', new.last_status, 'result', new.result, 'error', new.last_error,
-                             'finished_at', new.finished_at)::text,
+                             -- As the API writes times: UTC, milliseconds, Z.
+                             'finished_at', to_char(new.finished_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text,
           (new.callback ->> 'max_attempts')::integer, (new.callback ->> 'backoff_initial_ms')::integer,
           (new.callback ->> 'backoff_max_ms')::integer, (new.callback ->> 'backoff_factor')::float8,
           (new.callback ->> 'backoff_jitter')::float8, (new.callback ->> 'timeout_ms')::integer, (new.callback ->> 'lease_ms')::integer);

@@ -73,6 +73,8 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   const [mourned] = await pushesTo(`/${name}/mourned`, 1);
   expect(JSON.parse(mourned!.text)).toMatchObject({ task_id: dead.body.id, status: 'dead', http_status: 500, attempts: 1 });
   expect(JSON.parse(mourned!.text).error).toContain('500');
+  // Times as the API writes them.
+  expect(JSON.parse(mourned!.text).finished_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
   // Once per finished task, in the queue `callbacks`, and a callback has none of its own.
   const callbackTask = await call(base, 'GET', `/v1/tasks/${told[1]!.headers['sluice-task-id']}`);
