@@ -36,6 +36,7 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   f.endpoint.reply((push) => {
     if (push.path === `/${name}/work`) return { status: 200, body: 'done' };
     if (push.path === `/${name}/broken`) return { status: 500, body: 'broken' };
+    if (push.path === `/${name}/long`) return { status: 202, headers: { 'sluice-ack': 'lease' } };
     // The first callback push fails: it is retried as any task is.
     if (push.path === `/${name}/told` && callbackFailures++ === 0) return { status: 503 };
     return { status: 200 };
@@ -83,6 +84,19 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   expect(rows[0]!.n).toBe(2);
   await new Promise((r) => setTimeout(r, 300));
   expect(f.endpoint.received.filter((p) => p.path === `/${name}/mourned`)).toHaveLength(1);
+
+  // A task finished by its lease's `complete` is told too, with the result the call gave.
+  const long = await call(base, 'POST', '/v1/tasks', { url: at('long'), callback_url: at('long-told') });
+  const [leased] = await pushesTo(`/${name}/long`, 1);
+  const completed = await fetch(`${base}/v1/leases/${leased!.headers['sluice-lease-id']}/complete`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${leased!.headers['sluice-lease-token']}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ result: { rendered: 3 } }),
+  });
+  expect(completed.status).toBe(200);
+  const [longTold] = await pushesTo(`/${name}/long-told`, 1);
+  const told2 = JSON.parse(longTold!.text) as { task_id: string; status: string; result: string };
+  expect([told2.task_id, told2.status, JSON.parse(told2.result)]).toEqual([long.body.id, 'succeeded', { rendered: 3 }]);
 
   // A callback URL is checked as a task's own is.
   const refused = await call(base, 'POST', '/v1/tasks', { url: at('work'), callback_url: 'ftp://example.com/x' });
