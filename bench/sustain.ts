@@ -12,6 +12,8 @@
  *   --rate n        tasks/s (default 500)       --minutes n     duration (default 10)
  *   --retention d   SLUICE_RETENTION (1m)        --batch n       tasks a POST (100)
  *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
+ *   --features      every task in a W3C trace (traceparent), every tenth with a callback_url
+ *                   (its notification is a task too: counted apart, not in pushes/s)
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     batch: { type: 'string', default: '100' },
     'sample-s': { type: 'string', default: '60' },
     worker: { type: 'boolean', default: false },
+    features: { type: 'boolean', default: false },
   },
 });
 const rate = Number(values.rate);
@@ -63,10 +66,16 @@ for (const pool of [admin, db]) pool.on('error', () => {});
 const returnedAt = new Map<number, number>();
 let arrivals: number[] = [];
 let pushed = 0;
+/** Callbacks received (--features). */
+let callbacks = 0;
 const endpoint = createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
+    if (req.url === '/callback') {
+      callbacks++;
+      return void res.writeHead(200).end();
+    }
     const at = performance.now();
     const n = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { n: number }).n;
     const sent = returnedAt.get(n);
@@ -135,7 +144,17 @@ const producer = (async () => {
     const wait = due - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const first = k * batch;
-    const tasks = Array.from({ length: batch }, (_, i) => ({ url: target, queue: 'sustain', body: { n: first + i } }));
+    const tasks = Array.from({ length: batch }, (_, i) => ({
+      url: target,
+      queue: 'sustain',
+      body: { n: first + i },
+      ...(values.features
+        ? {
+            traceparent: `00-${(first + i).toString(16).padStart(32, '0').replace(/^0/, '1')}-00f067aa0ba902b7-01`,
+            ...((first + i) % 10 === 0 ? { callback_url: target.replace('/noop', '/callback') } : {}),
+          }
+        : {}),
+    }));
     const call = fetch(`${base}/v1/tasks/batch`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
@@ -272,6 +291,7 @@ console.log(
 console.log(
   `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
 );
+if (values.features) console.log(`callbacks received: ${callbacks} of ${Math.ceil(enqueued / 10)} tasks that named one`);
 console.log(`verdict: ${steady ? 'STEADY' : 'NOT STEADY'}${keptUp ? '' : ' (did not keep up with the rate)'}`);
 
 await stopServer();
