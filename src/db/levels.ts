@@ -14,6 +14,11 @@ export interface UnansweredPush {
   cause: string;
 }
 
+/** The level a push teaches: its key's lane (`k:<key>`, as sluice.tasks' `lane`), else its queue's own (`*`). */
+export function levelOf(concurrencyKey: string | null): string {
+  return concurrencyKey === null ? '*' : `k:${concurrencyKey}`;
+}
+
 export async function levelsLearnUnanswered(db: Queryable, push: UnansweredPush, adaptiveQueues: readonly string[]): Promise<void> {
   await db.query(
     `select sluice.levels_learn(
@@ -22,13 +27,6 @@ export async function levelsLearnUnanswered(db: Queryable, push: UnansweredPush,
        array[$5::bigint])
      from (select coalesce((select (options ->> 'adaptive')::boolean from sluice.queues where name = $1), $1 = any($6::text[])) as adaptive) a
      where a.adaptive`,
-    [
-      push.queue,
-      push.concurrencyKey === null ? '*' : `k:${push.concurrencyKey}`,
-      push.leasedAt.toISOString(),
-      push.cause,
-      push.taskId,
-      adaptiveQueues,
-    ],
+    [push.queue, levelOf(push.concurrencyKey), push.leasedAt.toISOString(), push.cause, push.taskId, adaptiveQueues],
   );
 }

@@ -9,6 +9,7 @@ import { LIMITS, type TaskStatus } from '../core/types.ts';
 import { prepared, type Queryable } from './db.ts';
 import { archiveCtes } from './history.ts';
 import { lowerHintsCte } from './lanes.ts';
+import { levelOf } from './levels.ts';
 
 export interface LeaseSettlement {
   taskId: string;
@@ -162,7 +163,7 @@ export async function leaseSettleMany(
     duration_ms: durationMs === null ? null : Math.round(durationMs),
     signal: signal?.signal ?? null,
     queue: signal?.queue ?? null,
-    level: signal ? (signal.concurrencyKey === null ? '*' : `k:${signal.concurrencyKey}`) : null,
+    level: signal ? levelOf(signal.concurrencyKey) : null,
     deferrals: signal?.deferrals ?? null,
   }));
   const rows = await db.query<{ id: string; status: TaskStatus }>(SETTLE, [JSON.stringify(input), adaptiveQueues, LIMITS.maxDeferrals]);
