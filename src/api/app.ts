@@ -49,26 +49,29 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   });
 
   // Enqueues and lease calls made in a trace are spans of it, where the platform exports spans.
-  app.use('*', async (c, next) => {
-    const traceparent = c.req.header('traceparent');
-    const name = platform.spans && traceparent ? spanName(c.req.method, c.req.path) : null;
-    if (name === null) return next();
-    const startedAtMs = Date.now();
-    await next();
-    try {
-      platform.spans?.request({
-        name,
-        traceparent: traceparent as string,
-        startedAtMs,
-        endedAtMs: Date.now(),
-        method: c.req.method,
-        path: c.req.path,
-        status: c.res.status,
-      });
-    } catch (error) {
-      console.error('sluice: recording a request span failed', error);
-    }
-  });
+  const spans = platform.spans;
+  if (spans) {
+    app.use('*', async (c, next) => {
+      const traceparent = c.req.header('traceparent');
+      const name = traceparent ? spanName(c.req.method, c.req.path) : null;
+      if (!traceparent || name === null) return next();
+      const startedAtMs = Date.now();
+      await next();
+      try {
+        spans.request({
+          name,
+          traceparent,
+          startedAtMs,
+          endedAtMs: Date.now(),
+          method: c.req.method,
+          path: c.req.path,
+          status: c.res.status,
+        });
+      } catch (error) {
+        console.error('sluice: recording a request span failed', error);
+      }
+    });
+  }
 
   app.route('/', meta);
   app.route('/metrics', metrics);
