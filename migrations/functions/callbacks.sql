@@ -1,8 +1,10 @@
 -- Callbacks (0019_callbacks.sql): when a task that named one succeeds (or goes dead), its
 -- notification is enqueued in the transaction that finished it, whichever path finished it (a
 -- push's settle, a lease call, the reaper), since every one of them moves the task to history
--- (src/db/history.ts `archiveCtes`). The notification is a task of the queue `callbacks`: pushed
--- signed, retried by the settings resolved at enqueue, limited as that queue is configured. It
+-- (src/db/history.ts `archiveCtes`). The notification is a task of the queue the callback names
+-- (`callbacks`, src/api/schemas.ts; that name, should a callback lack it, since a failed insert here
+-- would fail the task's own ending): pushed signed, retried by the settings resolved at enqueue,
+-- limited as that queue is configured. It
 -- names no callback of its own, so a callback never triggers one. Its body:
 --   {"task_id", "queue", "status": "succeeded" | "dead", "attempts", "http_status", "result",
 --    "error", "finished_at"}
@@ -19,7 +21,7 @@ begin
   end if;
   insert into sluice.tasks (queue, url, body, max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor,
     backoff_jitter, timeout_ms, lease_ms)
-  values ('callbacks', v_url,
+  values (coalesce(new.callback ->> 'queue', 'callbacks'), v_url,
           jsonb_build_object('task_id', new.id::text, 'queue', new.queue, 'status', new.status, 'attempts', new.attempts,
                              'http_status', new.last_status, 'result', new.result, 'error', new.last_error,
                              -- As the API writes times: UTC, milliseconds, Z.

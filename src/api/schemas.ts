@@ -333,8 +333,8 @@ function jsonDepth(value: unknown): number {
 }
 
 /**
- * The queue every callback is a task of: its limits and retry settings are the callbacks'. The
- * trigger that enqueues them (migrations/functions/callbacks.sql) names it too.
+ * The queue every callback is a task of: its limits and retry settings are the callbacks'. Stored
+ * with each callback, so the trigger that enqueues them (migrations/functions/callbacks.sql) reads it.
  */
 const CALLBACK_QUEUE = 'callbacks';
 
@@ -353,6 +353,7 @@ function resolveCallback(input: EnqueueInput, config: Config, issues: FieldIssue
   if (urls.callback_url === null && urls.failure_callback_url === null) return null;
   const d = queueDefaults(config, CALLBACK_QUEUE);
   return {
+    queue: CALLBACK_QUEUE,
     url: urls.callback_url,
     failure_url: urls.failure_callback_url,
     max_attempts: d.maxAttempts,
@@ -431,8 +432,7 @@ export const overridePatchSchema = z
 /** A run-time key limit (PUT /v1/queues/:queue/keys/:key). */
 export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
 
-/** Held to the rules of queue names: a schedule's name may become part of a concurrency key. */
-/** A schedule's name: the rules of a queue's. */
+/** A schedule's name, held to the rules of queue names: it may become part of a concurrency key. */
 export const scheduleName = listQuerySchema.shape.queue.unwrap();
 
 /**

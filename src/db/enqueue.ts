@@ -40,6 +40,8 @@ export interface NewTask {
 
 /** A task's callbacks, with the retry settings of the notification (the queue `callbacks`'s). */
 export interface Callback {
+  /** The queue the notification is a task of (`callbacks`). */
+  queue: string;
   url: string | null;
   failure_url: string | null;
   max_attempts: number;
