@@ -335,7 +335,6 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
   };
 }
 
-/** The environment's claim-time queue settings, as the claim statement takes them. */
 /** The environment's adaptive queues (a run-time override may change any), for the settle. */
 export function adaptiveQueues(config: Config): string[] {
   return Object.entries(config.queues)
@@ -343,6 +342,7 @@ export function adaptiveQueues(config: Config): string[] {
     .map(([name]) => name);
 }
 
+/** The environment's claim-time queue settings, as the claim statement takes them. */
 export function claimQueuesJson(config: Config): string {
   const out: Record<string, QueueLimits> = {};
   for (const [name, q] of Object.entries(config.queues)) {
@@ -360,14 +360,14 @@ export function claimQueuesJson(config: Config): string {
   return JSON.stringify(out);
 }
 
-/**
- * The effective limits, one line, for the dispatcher's start-up log. Pusher shards are the
- * Worker's (`SLUICE_DISPATCH_SHARDS`): a Node server, which has none, does not name them.
- */
 /** A rate as the start line says it: `10/1000 ms`, with `burst 50` when it has one. */
 const rateText = (r: { limit: number; period_ms: number; burst?: number | undefined }) =>
   `${r.limit}/${r.period_ms} ms${r.burst === undefined ? '' : ` burst ${r.burst}`}`;
 
+/**
+ * The effective limits, one line, for the dispatcher's start-up log. Pusher shards are the
+ * Worker's (`SLUICE_DISPATCH_SHARDS`): a Node server, which has none, does not name them.
+ */
 export function describeLimits(config: Config, path: 'worker' | 'node'): string {
   return [
     `lease ${config.leaseMs} ms`,

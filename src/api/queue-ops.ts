@@ -231,12 +231,12 @@ export async function clearKeyLimit(ops: OpsContext, name: string, key: string):
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** An admin frees a stuck slot: returns the task whose lease it was (404 when no such lease is held). */
 /** Who holds a lease of the queue now, or `null`: it has ended, or is another queue's. */
 export async function leaseHolderOf(db: Db, name: string, lease: string): Promise<SlotHolder | null> {
   return UUID.test(lease) ? leaseHolder(db, name, lease) : null;
 }
 
+/** An admin frees a stuck slot: returns the task whose lease it was (404 when no such lease is held). */
 export async function releaseLease(ops: OpsContext, name: string, lease: string): Promise<string> {
   const taskId = UUID.test(lease) ? await leaseForceRelease(ops.db, name, lease) : null;
   if (!taskId) throw new NotFoundError(`a lease ${lease} held in queue ${name}`);

@@ -122,14 +122,14 @@ export type Settlement =
 
 type SettleInput = Pick<Task, 'attempts' | 'maxAttempts' | 'backoff' | 'deferrals'>;
 
+/** The outcomes that end a lease now; the others leave it held (kept, or unanswered). */
+export type EndingOutcome = Exclude<Outcome, { type: 'lease_kept' | 'unanswered' }>;
+
 /**
  * Decides how a lease ends after an outcome. `task.attempts` already counts the attempt that
  * produced it (a claim counts the attempt it starts). A kept lease does not end here: the
  * endpoint ends it with a lease call (core/lease.ts).
  */
-/** The outcomes that end a lease now; the others leave it held (kept, or unanswered). */
-export type EndingOutcome = Exclude<Outcome, { type: 'lease_kept' | 'unanswered' }>;
-
 export function decide(task: SettleInput, outcome: EndingOutcome, nowMs: number, random: number): Settlement {
   if (outcome.type === 'succeeded') {
     const result = outcome.result === null ? null : storable(truncate(outcome.result, LIMITS.resultBytes));
