@@ -66,7 +66,8 @@ function replace(ctx: FaultContext, env: Record<string, string> | undefined): vo
 
 /**
  * Freezes `p` (SIGSTOP) until `check` finds at least `want` of what it looks for (after 100
- * tries, one will do), then kills it; else thaws it and tries again.
+ * tries, or half its time, one will do), then kills it; else thaws it and tries again. It gives
+ * up in 90 s, inside the test's 120 s, so that a failure says what the endpoint saw.
  *
  * With `unfrozen`, each try first waits, without freezing, until `check` would find enough
  * now. A victim frozen over and over loses its work to the process that is not: every slot it
@@ -81,13 +82,16 @@ async function killWhen(
   unfrozen = false,
   explain: () => string = () => '',
 ): Promise<{ at: number; found: string[] }> {
-  const deadline = Date.now() + 120_000;
+  const start = Date.now();
+  const deadline = start + 90_000;
+  // The unfrozen wait counts no tries: without the clock, a victim that never holds `want`
+  // pushes at once would be waited for until the test's own timeout, which says nothing.
+  const enough = (tries: number) => (tries < 100 && Date.now() < start + 45_000 ? want : 1);
   for (let tries = 0; tries < 200 && Date.now() < deadline; tries++) {
-    const enough = tries < 100 ? want : 1;
-    while (unfrozen && Date.now() < deadline && (await check()).length < enough) await sleep(5);
+    while (unfrozen && Date.now() < deadline && (await check()).length < enough(tries)) await sleep(5);
     p.child.kill('SIGSTOP');
     const found = await check();
-    if (found.length >= enough) {
+    if (found.length >= enough(tries)) {
       const at = wallNow();
       p.child.kill('SIGKILL');
       return { at, found };
@@ -95,7 +99,7 @@ async function killWhen(
     p.child.kill('SIGCONT');
     await sleep(unfrozen ? 5 : 20 + Math.random() * 100);
   }
-  throw new Error(`no stop landed ${what} in 200 tries${explain()}`);
+  throw new Error(`no stop landed ${what} in 200 tries or 90 s${explain()}`);
 }
 
 /**
