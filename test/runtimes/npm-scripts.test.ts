@@ -22,7 +22,8 @@ beforeAll(async () => {
 afterAll(async () => {
   // A server this test left behind (the defect it checks for) does not outlive it.
   try {
-    execFileSync('pkill', ['-KILL', '-f', MARK]);
+    // `--`: the mark starts with dashes, which pkill would otherwise read as an option of its own.
+    execFileSync('pkill', ['-KILL', '-f', '--', MARK], { stdio: 'ignore' });
   } catch {
     // none left: pkill exits 1
   }
