@@ -65,32 +65,47 @@ function replace(ctx: FaultContext, env: Record<string, string> | undefined): vo
 }
 
 /**
- * Freezes `p` (SIGSTOP) until `check` finds at least `want` of what it looks for (after 100
- * tries, or half its time, one will do), then kills it; else thaws it and tries again. It gives
- * up in 90 s, inside the test's 120 s, so that a failure says what the endpoint saw.
+ * Kills one of the cluster's live processes at a moment `check` finds at least `want` of what
+ * it looks for in it (after 100 tries, or half its time, one will do). It freezes a process
+ * (SIGSTOP) and checks; enough, and the process is killed, else thawed and tried again. It
+ * gives up in 90 s, inside the test's 120 s, so that a failure says what the endpoint saw.
  *
- * With `unfrozen`, each try first waits, without freezing, until `check` would find enough
- * now. A victim frozen over and over loses its work to the process that is not: every slot it
- * frees goes to the other, and it can end with nothing in flight for any freeze to catch
- * (`npm test` under load failed that way, twice in 200 tries).
+ * The victim is whichever process holds the work, never a fixed one: while the cluster limit
+ * binds, a slot freed by a push's end is claimed again by the process whose push it was,
+ * before any other hears of it, so one process can hold every slot while the other sleeps
+ * until the next lease expiry, with nothing for a freeze to catch (`npm test` under load
+ * failed that way: the process chosen beforehand held no push for the whole drain).
+ *
+ * With `unfrozen`, each try first waits, without freezing, until `check` would find enough in
+ * some process now, and freezes that one; else each try freezes the next process in turn.
  */
 async function killWhen(
-  p: SluiceProcess,
+  cluster: Cluster,
   what: string,
-  check: () => Promise<string[]>,
-  want = 1,
-  unfrozen = false,
-  explain: () => string = () => '',
+  check: (p: SluiceProcess) => Promise<string[]>,
+  options: { want?: number; unfrozen?: boolean; explain?: () => string } = {},
 ): Promise<{ at: number; found: string[] }> {
+  const { want = 1, unfrozen = false, explain = () => '' } = options;
   const start = Date.now();
   const deadline = start + 90_000;
-  // The unfrozen wait counts no tries: without the clock, a victim that never holds `want`
-  // pushes at once would be waited for until the test's own timeout, which says nothing.
+  // The unfrozen wait counts no tries: without the clock, work no process ever holds `want` of
+  // at once would be waited for until the test's own timeout, which says nothing.
   const enough = (tries: number) => (tries < 100 && Date.now() < start + 45_000 ? want : 1);
+  const live = () => cluster.processes.filter((p) => p.child.exitCode === null && p.child.signalCode === null);
   for (let tries = 0; tries < 200 && Date.now() < deadline; tries++) {
-    while (unfrozen && Date.now() < deadline && (await check()).length < enough(tries)) await sleep(5);
+    let p: SluiceProcess | undefined;
+    if (unfrozen) {
+      while (!p && Date.now() < deadline) {
+        for (const candidate of live()) if ((await check(candidate)).length >= enough(tries)) p = candidate;
+        if (!p) await sleep(5);
+      }
+    } else {
+      const all = live();
+      p = all[tries % Math.max(1, all.length)];
+    }
+    if (!p) break;
     p.child.kill('SIGSTOP');
-    const found = await check();
+    const found = await check(p);
     if (found.length >= enough(tries)) {
       const at = wallNow();
       p.child.kill('SIGKILL');
@@ -160,10 +175,9 @@ export const FAULTS: Fault[] = [
     name: 'kill-after-claim',
     title: 'dispatcher killed (kill -9) between claim and push',
     async inject(ctx) {
-      const [victim] = ctx.cluster.processes;
-      // Frozen, its claims stay unpushed: a lease in the database that stays unseen by the
-      // endpoint while the other process pushes on was claimed by this one and not pushed.
-      const { at, found } = await killWhen(victim!, 'between a claim and its push', async () => {
+      // Frozen, a process's claims stay unpushed: a lease in the database that stays unseen by
+      // the endpoint while the other process pushes on was claimed by the frozen one and not pushed.
+      const { at, found } = await killWhen(ctx.cluster, 'between a claim and its push', async () => {
         await sleep(100);
         const first = await leasedNow(ctx);
         await sleep(250);
@@ -192,22 +206,24 @@ export const FAULTS: Fault[] = [
     // some in flight: at 5 ms each a freeze could miss them all until the drain ended.
     behave: (_push, faulty) => (faulty() ? { kind: 'ok', ms: 400 } : OK),
     async inject(ctx, open) {
-      const [victim] = ctx.cluster.processes;
       open(true);
-      // Frozen, it reads no answer: its pushes that had arrived and were not yet answered are cut.
+      // Frozen, a process reads no answer: its pushes that had arrived and were not yet
+      // answered are cut.
       const { at, found } = await killWhen(
-        victim!,
+        ctx.cluster,
         'with a push in flight',
-        async () => {
+        async (p) => {
           const stoppedAt = wallNow();
-          const mine = await victim!.portsTo(ctx.endpoint.port);
+          const mine = await p.portsTo(ctx.endpoint.port);
           return [...ctx.endpoint.portsOpenAt(stoppedAt)].filter((port) => mine.has(port)).map(String);
         },
-        3,
-        true,
-        () =>
-          `: at the end the endpoint had ${ctx.endpoint.portsOpenAt(wallNow()).size} pushes open, ` +
-          `the victim ${victim!.child.exitCode === null ? 'running' : 'exited'}`,
+        {
+          want: 3,
+          unfrozen: true,
+          explain: () =>
+            `: at the end the endpoint had ${ctx.endpoint.portsOpenAt(wallNow()).size} pushes open, ` +
+            `${ctx.cluster.processes.filter((p) => p.child.exitCode === null && p.child.signalCode === null).length} processes running`,
+        },
       ).finally(() => open(false));
       replace(ctx, undefined);
       return {
