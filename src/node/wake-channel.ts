@@ -14,6 +14,12 @@ export interface WakeChannel {
   close(): Promise<void>;
 }
 
+/**
+ * A listening connection that cannot be made in this time is given up and tried again later: a
+ * database that accepts the connection and never answers would otherwise hold it (and `close`) for ever.
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
+
 export function startWakeChannel(options: {
   databaseUrl: string;
   /** Where NOTIFYs are sent from (the app's pool). */
@@ -32,7 +38,7 @@ export function startWakeChannel(options: {
   const listen = async (onPoke: (poke: Poke) => void): Promise<void> => {
     if (closed) return;
     // Keep-alive: a half-open connection would otherwise go deaf without an error.
-    const c = new pg.Client({ connectionString: options.databaseUrl, keepAlive: true });
+    const c = new pg.Client({ connectionString: options.databaseUrl, keepAlive: true, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client = c;
     c.on('notification', (n) => {
       if (n.channel !== WAKE_CHANNEL) return;
