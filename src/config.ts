@@ -61,6 +61,11 @@ export const queueLimitsSchema = z
     adaptive: z.boolean().optional(),
     /** The lowest limit an adaptive queue's levels learn (default 1); the configured limits stay the highest. */
     adaptive_min: z.number().int().min(1).max(1_000_000).optional(),
+    /**
+     * Consumed by pulling (POST /v1/queues/:queue/lease), not pushed: its tasks need no url, and
+     * the dispatcher leaves them to the consumers.
+     */
+    pull: z.boolean().optional(),
   })
   .strict();
 export type QueueLimits = z.infer<typeof queueLimitsSchema>;
@@ -355,6 +360,7 @@ export function claimQueuesJson(config: Config): string {
       key_rate: q.key_rate,
       adaptive: q.adaptive,
       adaptive_min: q.adaptive_min,
+      pull: q.pull,
     };
   }
   return JSON.stringify(out);
@@ -386,6 +392,7 @@ export function describeLimits(config: Config, path: 'worker' | 'node'): string 
         ...(q.rate ? [`rate ${rateText(q.rate)}`] : []),
         ...(q.key_rate ? [`key_rate ${rateText(q.key_rate)}`] : []),
         ...(q.adaptive ? [`adaptive${q.adaptive_min === undefined ? '' : ` from ${q.adaptive_min}`}`] : []),
+        ...(q.pull ? ['pulled'] : []),
       ];
       return `queue ${name}: ${limits.join(' ')}`;
     }),

@@ -30,6 +30,7 @@ const app = createApp({
         .catch((error) => console.error('sluice: poking the scheduler failed', error)),
     );
   },
+  awaitWork: (queue, ms, env) => schedulerOf(env).awaitWork(queue, ms),
 });
 
 export default {

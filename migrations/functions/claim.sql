@@ -124,7 +124,13 @@ create trigger tasks_lanes_on_insert after insert on sluice.tasks
 -- concurrency limits do, by the live grants at their level; every task leased under a rate
 -- leaves a grant at each limited level. A level's hold (a Retry-After) and an adaptive queue's
 -- learnt limit (0016_levels.sql) cut them too.
-create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null)
+-- Pull queues (0020_pull.sql, setting `pull`) are the dispatcher's to skip: p_pull null claims
+-- from pushed queues only, p_pull = a queue's name from that pulled queue only (a consumer's
+-- POST /v1/queues/:queue/lease). Either way the pass counts every lease, pushed or pulled,
+-- against the cluster cap, under the one lock.
+drop function if exists sluice.claim(integer, integer, jsonb, timestamptz);
+create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null,
+                                        p_pull text default null)
 returns setof sluice.tasks
 language plpgsql volatile set plan_cache_mode = force_generic_plan as $$
 declare
@@ -257,7 +263,8 @@ begin
                coalesce(q.options -> 'rate', p_queues -> d.queue -> 'rate') as rate,
                coalesce(q.options -> 'key_rate', p_queues -> d.queue -> 'key_rate') as key_rate,
                coalesce((q.options ->> 'adaptive')::boolean, (p_queues -> d.queue ->> 'adaptive')::boolean, false) as adaptive,
-               coalesce((q.options ->> 'adaptive_min')::integer, (p_queues -> d.queue ->> 'adaptive_min')::integer, 1) as adaptive_min
+               coalesce((q.options ->> 'adaptive_min')::integer, (p_queues -> d.queue ->> 'adaptive_min')::integer, 1) as adaptive_min,
+               coalesce((q.options ->> 'pull')::boolean, (p_queues -> d.queue ->> 'pull')::boolean, false) as pull
       ) s
       -- What the queue learnt from its endpoint (0016_levels.sql): a Retry-After holds it, and
       -- an adaptive queue's limit is the one it has come to, never above the configured one and
@@ -275,7 +282,7 @@ begin
                     else (s.rate ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
                                                          where g.queue = d.queue and g.lane = '*' and g.until > v_now) end as room
       ) r on s.rate is not null
-      where d.queue is not null
+      where d.queue is not null and s.pull = (p_pull is not null) and (p_pull is null or d.queue = p_pull)
     ),
     lanes as (
       select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room, w.key_rate

@@ -50,7 +50,7 @@ export const task = z
     id: z.string(),
     queue: z.string(),
     status: z.enum(TASK_STATUSES),
-    url: z.string(),
+    url: z.string().nullable().describe('Where it is pushed; null for a task of a pull queue that names none.'),
     method: z.enum(HTTP_METHODS),
     concurrency_key: z.string().nullable(),
     concurrency_limit: z.int().nullable(),
@@ -128,6 +128,39 @@ export const enqueuedBatch = z.object({ tasks: z.array(enqueued) });
 export const children = z.object({ children: z.array(task) });
 export const taskOrState = z.union([task, taskState]);
 
+export const pulledTask = z
+  .object({
+    id: z.string(),
+    queue: z.string(),
+    concurrency_key: z.string().nullable(),
+    attempt: z.int().describe('This attempt, from 1.'),
+    max_attempts: z.int(),
+    resumes: z.int().describe('Times the task was resumed after waiting on its children.'),
+    ...body,
+    content_type: z.string().nullable().describe("The body's media type; null when it has none."),
+    headers: z
+      .record(z.string(), z.string())
+      .describe("The task's own headers; with this attempt's `traceparent` when it runs in a trace."),
+    lease: z
+      .object({
+        id: z.string(),
+        token: z.string().describe("Authorizes the lease calls (`Authorization: Bearer <token>`), as a push's Sluice-Lease-Token."),
+        expires_at: time,
+      })
+      .describe('Held as after a push answered `Sluice-Ack: lease`: heartbeat, then complete, fail or release.'),
+    push: z
+      .object({
+        url: z.string(),
+        method: z.enum(HTTP_METHODS),
+        headers: z.record(z.string(), z.string()),
+        body_text: z.string().nullable().describe('The exact body to send.'),
+      })
+      .optional()
+      .describe('With `push_to`: the signed push Sluice would send there.'),
+  })
+  .register(components, { id: 'PulledTask', description: 'A task leased by a pull, with its lease.' });
+export const pulled = z.object({ tasks: z.array(pulledTask).describe('Empty when nothing was ready within `wait_ms`.') });
+
 export const leaseExtended = z.object({ lease_id: z.string(), task_id: z.string(), expires_at: time });
 export const leaseEnded = z.object({
   task_id: z.string(),
@@ -156,6 +189,7 @@ export const queue = z
     key_rate: sourced(rate),
     adaptive: sourced(z.boolean()).describe('Limits that learn from the endpoint (AIMD): the configured ones are ceilings.'),
     adaptive_min: sourced(z.int()).describe('The lowest limit an adaptive queue learns (default 1).'),
+    pull: sourced(z.boolean()).describe('Consumed by pulling (POST /v1/queues/{queue}/lease), not pushed.'),
     key_from: z.string().nullable(),
     url: z.string().nullable(),
     max_attempts: z.int(),
@@ -216,7 +250,7 @@ export const schedule = z
     task: z
       .object({
         queue: z.string(),
-        url: z.string(),
+        url: z.string().nullable(),
         method: z.enum(HTTP_METHODS),
         concurrency_key: z.string().nullable(),
         concurrency_limit: z.int().nullable(),

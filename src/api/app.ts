@@ -40,6 +40,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
       transaction: (fn) => open().transaction(fn),
     });
     c.set('poke', (poke = pokeNow(Date.now())) => platform.poke(poke, config, c.env, c.executionCtx));
+    c.set('awaitWork', (queue, ms) => platform.awaitWork(queue, ms, c.env));
     try {
       await next();
     } finally {

@@ -16,6 +16,11 @@ export interface Platform {
   clientAddress(request: Request): string | null;
   /** Tells the dispatcher that work comes due (docs/DESIGN.md §6), without delaying the response. */
   poke(poke: Poke, config: Config, env: Env, ctx: ExecutionContextLike): void;
+  /**
+   * A waiting pull's wait (api/pull.ts): resolves at a poke for now that concerns `queue`, or
+   * after `ms`. Every `poke` above must reach it.
+   */
+  awaitWork(queue: string, ms: number, env: Env): Promise<void>;
   /** The serving process's own figures for /metrics, where there is a process (not on Workers). */
   processStats?: () => ProcessStats;
   /** Spans of enqueues and lease calls made in a trace (the Node server's: src/node/otel.ts). */
@@ -56,6 +61,8 @@ export interface AppEnv {
     leaseTaskId: string;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */
     poke: (poke?: Poke) => void;
+    /** Waits for work of a pull queue (Platform `awaitWork`). */
+    awaitWork: (queue: string, ms: number) => Promise<void>;
     /** The serving process's figures, `null` on Workers. */
     processStats: (() => ProcessStats) | null;
   };

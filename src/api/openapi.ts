@@ -15,6 +15,7 @@ import {
   keyLimitSchema,
   listQuerySchema,
   overridePatchSchema,
+  pullSchema,
   releaseSchema,
   scheduleListQuerySchema,
   waitSchema,
@@ -244,6 +245,17 @@ export function openApiDocument(): object {
       '/v1/queues/{queue}/resume': {
         parameters: [idParam('queue')],
         post: operation({ id: 'resumeQueue', summary: 'Claim from the queue again', scope: 'admin', ok: answer(answers.queue) }),
+      },
+      '/v1/queues/{queue}/lease': {
+        parameters: [idParam('queue')],
+        post: operation({
+          id: 'pullTasks',
+          summary: 'Lease ready tasks of a pull queue, waiting up to wait_ms for one (a long poll)',
+          scope: 'tasks:pull',
+          body: json(pullSchema),
+          bodyOptional: true,
+          ok: answer(answers.pulled),
+        }),
       },
       '/v1/queues/{queue}/concurrency': {
         parameters: [idParam('queue')],

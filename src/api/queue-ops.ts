@@ -84,6 +84,7 @@ function queueView(config: Config, name: string, limits: EffectiveQueueLimits, c
     key_rate: field(limits.keyRate),
     adaptive: field(limits.adaptive),
     adaptive_min: field(limits.adaptiveMin),
+    pull: field(limits.pull),
     key_from: defaults.keyFrom,
     url: defaults.url,
     max_attempts: defaults.maxAttempts,

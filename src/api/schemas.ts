@@ -228,10 +228,9 @@ export function checkTask(item: unknown, config: Config, at: string): { task: Ne
 export function resolveTask(input: EnqueueInput, config: Config): { task: NewTask } | { issues: FieldIssue[] } {
   const defaults = queueDefaults(config, input.queue);
   const issues: FieldIssue[] = [];
+  // No url: the task is for a pull queue, which the route checks the queue is (api/pull.ts).
   let url = input.url ?? defaults.url;
-  if (url === null) {
-    issues.push({ path: 'url', message: `is required: queue "${input.queue}" has no default url` });
-  } else {
+  if (url !== null) {
     const target = checkTarget(url, config.allowPrivateTargets);
     if (target.ok) url = target.url.href;
     else issues.push({ path: 'url', message: target.reason });
@@ -280,7 +279,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   };
   if (backoff.initialMs > backoff.maxMs)
     issues.push({ path: 'backoff.initial_ms', message: `must not exceed backoff.max_ms (${backoff.maxMs})` });
-  if (issues.length > 0 || url === null) return { issues };
+  if (issues.length > 0) return { issues };
   return {
     task: {
       queue: input.queue,
@@ -426,6 +425,7 @@ export const overridePatchSchema = z
     key_rate: queueRateSchema.nullable().optional(),
     adaptive: z.boolean().nullable().optional(),
     adaptive_min: queueLimitsSchema.shape.adaptive_min.unwrap().nullable().optional(),
+    pull: z.boolean().nullable().optional(),
   })
   .strict();
 
@@ -476,6 +476,27 @@ export const failSchema = z
   })
   .strict();
 export const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
+/** POST /v1/queues/:queue/lease: what a pull consumer asks for. */
+export const pullSchema = z
+  .object({
+    max: z.number().int().min(1).max(LIMITS.pullMax).default(1).describe('The most tasks to lease.'),
+    wait_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(LIMITS.pullWaitMs)
+      .default(0)
+      .describe('How long to wait for a task when none is ready (a long poll); 0 answers at once.'),
+    push_to: text()
+      .max(LIMITS.urlChars)
+      .refine((url) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol), 'must be an http or https URL')
+      .optional()
+      .describe(
+        'Where the consumer will forward each task (`sluice listen`): each comes with the push Sluice would send there, signed for that URL.',
+      ),
+  })
+  .strict();
+
 export const waitSchema = z
   .object({
     /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */

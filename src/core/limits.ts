@@ -33,6 +33,7 @@ export interface QueueLimitSettings {
   key_rate?: Rate | undefined;
   adaptive?: boolean | undefined;
   adaptive_min?: number | undefined;
+  pull?: boolean | undefined;
 }
 
 export interface EffectiveQueueLimits {
@@ -44,6 +45,8 @@ export interface EffectiveQueueLimits {
   keyRate: Resolved<Rate | null>;
   adaptive: Resolved<boolean>;
   adaptiveMin: Resolved<number>;
+  /** Consumed by pulling, not pushed. */
+  pull: Resolved<boolean>;
 }
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
@@ -64,6 +67,7 @@ export function resolveQueueLimits(env: QueueLimitSettings | undefined, override
     keyRate: pick<Rate | null>('key_rate', null),
     adaptive: pick('adaptive', false),
     adaptiveMin: pick('adaptive_min', 1),
+    pull: pick('pull', false),
   };
 }
 

@@ -66,7 +66,8 @@ export interface Task {
   id: string;
   queue: string;
   status: TaskStatus;
-  url: string;
+  /** Where it is pushed; `null` for a task of a pull queue that named none. */
+  url: string | null;
   method: HttpMethod;
   headers: Record<string, string>;
   /** The exact bytes pushed, as UTF-8 text; `null` means no body. */
@@ -120,6 +121,9 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LIMITS = Object.freeze({
   /** One enqueue request body. */
   requestBytes: 1024 * 1024,
+  /** Tasks one pull may lease, and the longest it may wait for them. */
+  pullMax: 100,
+  pullWaitMs: 20_000,
   /** A batch enqueue request body. */
   batchRequestBytes: 10 * 1024 * 1024,
   /** A task's payload. */

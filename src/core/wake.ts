@@ -10,6 +10,8 @@ export interface Poke {
   atMs: number;
   /** Tasks that come due then; 1 for an event that frees one slot; 0 when unknown. */
   tasks: number;
+  /** The queues of those tasks (an enqueue's); absent: any queue (a slot freed, a limit changed). */
+  queues?: readonly string[];
 }
 
 /** A poke for work that is due now (a lease ended, a limit changed, a task was redriven). */
@@ -21,11 +23,54 @@ export const pokeNow = (nowMs: number, tasks = 1): Poke => ({ atMs: nowMs, tasks
  * them, from `nowMs` (this process's clock), so a clock off the database's wakes dispatch on
  * time all the same (an instant compared with our clock would wake it the skew late).
  */
-export function pokeForTasks(tasks: readonly { runAt: Date; createdAt: Date }[], nowMs: number): Poke | null {
+export function pokeForTasks(tasks: readonly { queue: string; runAt: Date; createdAt: Date }[], nowMs: number): Poke | null {
   if (tasks.length === 0) return null;
   const waits = tasks.map((t) => Math.max(0, t.runAt.getTime() - t.createdAt.getTime()));
   const wait = Math.min(...waits);
-  return { atMs: nowMs + wait, tasks: waits.filter((w) => w <= wait).length };
+  const due = tasks.filter((_, i) => waits[i]! <= wait);
+  return { atMs: nowMs + wait, tasks: due.length, queues: [...new Set(due.map((t) => t.queue))] };
+}
+
+/**
+ * Pull consumers waiting for work (POST /v1/queues/:queue/lease, docs/DESIGN.md §6): each waits
+ * until a poke for now concerns its queue (an enqueue into it, or an event of any queue: a
+ * lease ended, a limit changed), or until its time is up. It then claims again; a wake-up
+ * that finds nothing costs one claim pass. The Node server holds one in its process, the
+ * Worker's scheduler one in its Durable Object, which every poke reaches.
+ */
+export class WorkWaiters {
+  #waiting = new Set<{ queue: string; done: () => void }>();
+
+  /** Resolves at the first poke for `queue`, or after `ms`. */
+  wait(queue: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const waiter = {
+        queue,
+        done: () => {
+          clearTimeout(timer);
+          this.#waiting.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.done, Math.max(0, ms));
+      this.#waiting.add(waiter);
+    });
+  }
+
+  /** Wakes the waiters a poke concerns, when its work is due now (later work wakes no one yet). */
+  wake(poke: Poke, nowMs: number): void {
+    if (poke.atMs > nowMs) return;
+    for (const waiter of [...this.#waiting]) if (!poke.queues || poke.queues.includes(waiter.queue)) waiter.done();
+  }
+
+  /** Wakes every waiter (work came due by time: the scheduler's alarm). */
+  wakeAll(): void {
+    for (const waiter of [...this.#waiting]) waiter.done();
+  }
+
+  get size(): number {
+    return this.#waiting.size;
+  }
 }
 
 /** What a dispatch run reports about when to wake. */

@@ -12,6 +12,8 @@ export interface ClaimLimits {
   queuesJson: string;
   /** The pass's clock; default the database's (tests move time by passing one). */
   now?: Date;
+  /** A pulled queue to claim from (a consumer's pull); absent: the pushed queues (the dispatcher). */
+  pull?: string;
 }
 
 /**
@@ -20,11 +22,12 @@ export interface ClaimLimits {
  */
 export async function taskClaimBatch(db: Queryable, limits: ClaimLimits): Promise<LeasedTask[]> {
   if (limits.max <= 0) return [];
-  const rows = await db.query<TaskRow>('select * from sluice.claim($1, $2, $3::jsonb, $4)', [
+  const rows = await db.query<TaskRow>('select * from sluice.claim($1, $2, $3::jsonb, $4, $5)', [
     limits.max,
     limits.clusterCap,
     limits.queuesJson,
     limits.now ?? null,
+    limits.pull ?? null,
   ]);
   return rows.map((r) => toTask(r) as LeasedTask);
 }

@@ -11,7 +11,8 @@ import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask, UNFINISHED_S
 /** A task to insert, every default already resolved. Times are the database's. */
 export interface NewTask {
   queue: string;
-  url: string;
+  /** `null`: a pull queue's task (src/api/pull.ts checks the queue is one). */
+  url: string | null;
   method: HttpMethod;
   headers: Record<string, string>;
   body: string | null;

@@ -16,7 +16,7 @@ export interface TaskRow {
   id: string;
   queue: string;
   status: TaskStatus;
-  url: string;
+  url: string | null;
   method: HttpMethod;
   headers: Record<string, string>;
   body: string | null;

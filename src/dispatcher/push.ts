@@ -17,14 +17,18 @@ import { checkTarget, PrivateTargetError } from '../security/targets.ts';
 import { endpointWebhookKey } from '../security/webhook-secrets.ts';
 import { type PushRequest, type PushTransport, UnsendableRequest } from './transport.ts';
 
-export interface PushDeps {
+/** What signing a push takes: a pusher's, or the pull route's making a push for `sluice listen`. */
+export interface SigningDeps {
   keyring: Keyring;
   issuer: string;
   webhookSecret: Uint8Array<ArrayBuffer> | null;
   webhookSecretNext: Uint8Array<ArrayBuffer> | null;
-  allowPrivateTargets: boolean;
   /** A lease token is good for as long as its lease can be held, heartbeats included. */
   maxLeaseMs: number;
+}
+
+export interface PushDeps extends SigningDeps {
+  allowPrivateTargets: boolean;
   now: () => number;
   transport: PushTransport;
 }
@@ -41,6 +45,9 @@ const WIRE = Object.fromEntries(Object.entries(HEADERS).map(([k, v]) => [k, v.to
 export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushResult> {
   const started = deps.now();
   const elapsed = () => deps.now() - started;
+  // A pull queue's task that names no url, in a queue pushed again (its `pull` setting undone).
+  if (task.url === null)
+    return { kind: 'refused', message: `no url: queue "${task.queue}" is not pulled, and this task names none`, durationMs: 0 };
   const target = checkTarget(task.url, deps.allowPrivateTargets);
   if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
 
@@ -53,7 +60,7 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
 
   let request: PushRequest;
   try {
-    request = await buildRequest(task, deps, started, timeoutMs);
+    request = { ...(await signedRequest(task, task.url, deps, started)), timeoutMs };
   } catch (error) {
     // A task Sluice cannot turn into a request never will be.
     return { kind: 'refused', message: `the request cannot be built: ${(error as Error).message}`, durationMs: elapsed() };
@@ -77,24 +84,24 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   }
 }
 
-async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number, timeoutMs: number): Promise<PushRequest> {
+/**
+ * The push of a leased task to `url`, signed: the task's headers, Sluice's, the signatures and
+ * the lease token. What the dispatcher sends, and what the pull route hands `sluice listen`
+ * to send to a handler on the consumer's machine (src/api/pull.ts).
+ */
+export async function signedRequest(
+  task: LeasedTask,
+  url: string,
+  deps: SigningDeps,
+  nowMs: number,
+): Promise<Omit<PushRequest, 'timeoutMs'>> {
   const bodyText = task.body ?? '';
   const bytes = utf8(bodyText);
   const [signature, leaseToken] = await Promise.all([
-    signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url: task.url, body: bytes, nowMs }),
+    signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url, body: bytes, nowMs }),
     signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + deps.maxLeaseMs, deps.issuer),
   ]);
-  // The task's own headers first (none is one of Sluice's: the API refuses those), by
-  // lower-case name, as a fetch's Headers would hold them (in an object with no prototype, so
-  // that no name is special).
-  const headers: Record<string, string> = Object.create(null);
-  for (const [name, value] of Object.entries(task.headers)) {
-    const lower = name.toLowerCase();
-    headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;
-  }
-  // A task enqueued in a trace: this attempt is a span of its own, a child of the enqueuer's.
-  const parent = headers[TRACEPARENT] === undefined ? null : parseTraceparent(headers[TRACEPARENT]);
-  if (parent) headers[TRACEPARENT] = childTraceparent(parent, attemptSpanId(task.lease.id));
+  const headers = attemptHeaders(task);
   if (task.body !== null) headers['content-type'] = task.contentType;
   headers[WIRE.taskId] = task.id;
   headers[WIRE.queue] = task.queue;
@@ -116,12 +123,29 @@ async function buildRequest(task: LeasedTask, deps: PushDeps, nowMs: number, tim
     // while the master rotates, a signature under each (receivers check any of them).
     const masters = deps.webhookSecretNext ? [deps.webhookSecret, deps.webhookSecretNext] : [deps.webhookSecret];
     const signatures = await Promise.all(
-      masters.map(async (master) => signWebhook(await endpointWebhookKey(master, task.url), task.id, timestamp, bodyText)),
+      masters.map(async (master) => signWebhook(await endpointWebhookKey(master, url), task.id, timestamp, bodyText)),
     );
     headers[WIRE.webhookSignature] = signatures.join(' ');
   }
   const sendsBody = task.method !== 'GET' && task.body !== null;
-  return { url: task.url, method: task.method, headers, body: sendsBody ? bytes : null, timeoutMs };
+  return { url, method: task.method, headers, body: sendsBody ? bytes : null };
+}
+
+/**
+ * The task's own headers as an attempt carries them (none is one of Sluice's: the API refuses
+ * those), by lower-case name, as a fetch's Headers would hold them (in an object with no
+ * prototype, so that no name is special). A task enqueued in a trace: the attempt is a span of
+ * its own, a child of the enqueuer's.
+ */
+export function attemptHeaders(task: LeasedTask): Record<string, string> {
+  const headers: Record<string, string> = Object.create(null);
+  for (const [name, value] of Object.entries(task.headers)) {
+    const lower = name.toLowerCase();
+    headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;
+  }
+  const parent = headers[TRACEPARENT] === undefined ? null : parseTraceparent(headers[TRACEPARENT]);
+  if (parent) headers[TRACEPARENT] = childTraceparent(parent, attemptSpanId(task.lease.id));
+  return headers;
 }
 
 /**

@@ -7,7 +7,7 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
-import type { Poke } from '../core/wake.ts';
+import { type Poke, WorkWaiters } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { isTransientDbError } from '../db/faults.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
@@ -133,10 +133,15 @@ export async function startNodeSluice(options: {
             maxSleepMs: options.maxSleepMs ?? 30_000,
           },
         );
+  // Pulls waiting for work (api/pull.ts): woken by this process's pokes and the other instances'.
+  const waiters = new WorkWaiters();
   const channel = startWakeChannel({
     databaseUrl: config.databaseUrl,
     db,
-    ...(loop ? { onPoke: (poke: Poke) => loop.wake(poke.atMs) } : {}),
+    onPoke: (poke: Poke) => {
+      loop?.wake(poke.atMs);
+      waiters.wake(poke, Date.now());
+    },
   });
   // A long-lived process has no invocation to extend: background work just runs.
   const ctx = {
@@ -163,8 +168,10 @@ export async function startNodeSluice(options: {
     ...(spans ? { spans } : {}),
     poke(poke) {
       loop?.wake(poke.atMs);
+      waiters.wake(poke, Date.now());
       channel.announce(poke);
     },
+    awaitWork: (queue, ms) => waiters.wait(queue, ms),
   });
   const host = options.host ?? '127.0.0.1';
   const server = createAdaptorServer({

@@ -7,8 +7,9 @@ import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('../index.ts', import.meta.url));
-/** Keep in step with `compatibility_date` in wrangler.toml. */
+/** Keep in step with `compatibility_date` and `compatibility_flags` in wrangler.toml. */
 export const COMPATIBILITY_DATE = '2026-07-01';
+export const COMPATIBILITY_FLAGS = ['enable_request_signal'];
 
 export interface RunningWorker {
   /** Base URL of the Worker, e.g. `http://127.0.0.1:8787`. */
@@ -50,6 +51,7 @@ export async function startWorker(options: {
     modules: true,
     script,
     compatibilityDate: COMPATIBILITY_DATE,
+    compatibilityFlags: COMPATIBILITY_FLAGS,
     bindings: options.vars,
     // As wrangler.toml declares them: SQLite-backed, so they run on the free plan too.
     durableObjects: {

@@ -8,6 +8,8 @@ import type {
   EnqueuedRef,
   EnqueuedTask,
   EnqueueRequest,
+  PulledTask,
+  PullRequest,
   QueueSettingsPatch,
   QueueView,
   TaskDetail,
@@ -91,6 +93,22 @@ export class SluiceClient {
     return this.#request('POST', `/v1/tasks/${encodeURIComponent(id)}/retry`);
   }
 
+  /**
+   * Leases up to `max` ready tasks of a pull queue (a key with `tasks:pull`), waiting up to
+   * `wait_ms` for one; each is then held as after a push that kept its lease: heartbeat and
+   * complete, fail or release it with `lease.token`. Not retried: a lost answer's leases expire.
+   */
+  async pull(queue: string, request: PullRequest = {}): Promise<PulledTask[]> {
+    const answer = await this.#request<{ tasks: PulledTask[] }>(
+      'POST',
+      `/v1/queues/${encodeURIComponent(queue)}/lease`,
+      request,
+      {},
+      false,
+    );
+    return answer.tasks;
+  }
+
   /** Queue settings and run-time limits (writes need an `admin` key). */
   readonly queues = {
     list: async (): Promise<QueueView[]> => (await this.#request<{ queues: QueueView[] }>('GET', '/v1/queues')).queues,
@@ -107,7 +125,8 @@ export class SluiceClient {
     concurrency: (queue: string): Promise<ConcurrencyView> => this.#request('GET', `/v1/queues/${encodeURIComponent(queue)}/concurrency`),
   };
 
-  async #request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  async #request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, retries = true): Promise<T> {
+    const most = retries ? this.#retries : 0;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -121,11 +140,11 @@ export class SluiceClient {
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         });
       } catch (error) {
-        if (attempt >= this.#retries) throw error;
+        if (attempt >= most) throw error;
         await this.#pause(attempt, null);
         continue;
       }
-      if ((response.status === 429 || response.status >= 500) && attempt < this.#retries) {
+      if ((response.status === 429 || response.status >= 500) && attempt < most) {
         await response.body?.cancel();
         await this.#pause(attempt, response.headers.get('retry-after'));
         continue;

@@ -4,7 +4,7 @@
  */
 import { base64url, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
 
-export const SCOPES = ['tasks:write', 'tasks:read', 'metrics:read', 'admin'] as const;
+export const SCOPES = ['tasks:write', 'tasks:read', 'tasks:pull', 'metrics:read', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export interface ApiKeyEntry {

@@ -8,6 +8,8 @@ import type { Poke } from '../core/wake.ts';
 /** The scheduler's RPC surface (worker/scheduler.ts). */
 export interface SchedulerRpc {
   poke(poke: Poke): Promise<void>;
+  /** A waiting pull's wait (core/wake.ts `WorkWaiters`): resolves at a poke for `queue`, or after `ms`. */
+  awaitWork(queue: string, ms: number): Promise<void>;
 }
 
 /** A pusher shard's RPC surface (worker/pusher.ts). */

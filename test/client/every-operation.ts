@@ -155,6 +155,20 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   check(unscheduled.response.status === 204, 'delete schedule');
   done('deleteSchedule');
 
+  // Pulling: a queue made a pull queue at run time; its task, enqueued without a url, is leased
+  // by a pull and completed with the pulled lease's token.
+  const inbox = { params: { path: { queue: 'client-inbox' } } };
+  await admin.PUT('/v1/queues/{queue}', { ...inbox, body: { pull: true } });
+  const pullable = await writer.POST('/v1/tasks', { body: { queue: 'client-inbox', body: { n: 5 } } });
+  check(pullable.response.status === 201 && pullable.data && 'url' in pullable.data && pullable.data.url === null, 'enqueue without a url');
+  const pulled = await admin.POST('/v1/queues/{queue}/lease', { ...inbox, body: { max: 5, wait_ms: 1_000 } });
+  const leased = pulled.data?.tasks[0];
+  check(leased && leased.id === pullable.data?.id && leased.attempt === 1 && pulled.data?.tasks.length === 1, 'pull');
+  done('pullTasks');
+  const pulledLease = createClient<paths>({ baseUrl: s.baseUrl, headers: { authorization: `Bearer ${leased.lease.token}` } });
+  const ended = await pulledLease.POST('/v1/leases/{lease_id}/complete', { params: { path: { lease_id: leased.lease.id } }, body: {} });
+  check(ended.data?.status === 'succeeded', 'complete a pulled lease');
+
   const secret = await admin.GET('/v1/webhooks/secret', { params: { query: { url: `${s.endpointUrl}/one` } } });
   check(secret.data?.secret.startsWith('whsec_'), 'webhook secret');
   done('getWebhookSecret');

@@ -7,6 +7,8 @@ import { generateSigningJwk } from '../../src/security/keyring.ts';
 export interface TestSecrets {
   apiKey: string;
   readKey: string;
+  /** A pull consumer's: `tasks:pull` only. */
+  pullKey: string;
   apiKeysJson: string;
   signingJwk: JWK;
 }
@@ -14,10 +16,12 @@ export interface TestSecrets {
 export async function makeSecrets(): Promise<TestSecrets> {
   const writer = await generateApiKey('test', ['tasks:write', 'tasks:read']);
   const reader = await generateApiKey('reader', ['tasks:read']);
+  const puller = await generateApiKey('puller', ['tasks:pull']);
   return {
     apiKey: writer.key,
     readKey: reader.key,
-    apiKeysJson: JSON.stringify([writer.entry, reader.entry]),
+    pullKey: puller.key,
+    apiKeysJson: JSON.stringify([writer.entry, reader.entry, puller.entry]),
     signingJwk: await generateSigningJwk('EdDSA', 'test-1'),
   };
 }

@@ -132,6 +132,7 @@ describe('the session cookie', () => {
       },
       clientAddress: () => '192.0.2.1',
       poke: () => {},
+      awaitWork: async () => {},
     });
     const origin = new URL(url).origin;
     const res = await app.request(

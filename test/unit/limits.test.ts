@@ -9,7 +9,7 @@ describe('resolveQueueLimits', () => {
     const rate = { limit: 10, period_ms: 1_000 };
     const r = resolveQueueLimits(
       { concurrency: 5, key_concurrency: 2, paused: true, key_rate: rate, adaptive: true },
-      { concurrency: 9, paused: false },
+      { concurrency: 9, paused: false, pull: true },
     );
     expect(r).toEqual({
       concurrency: { value: 9, source: 'override' },
@@ -20,8 +20,10 @@ describe('resolveQueueLimits', () => {
       keyRate: { value: rate, source: 'env' },
       adaptive: { value: true, source: 'env' },
       adaptiveMin: { value: 1, source: 'default' },
+      pull: { value: true, source: 'override' },
     });
     expect(resolveQueueLimits(undefined, null).adaptive).toEqual({ value: false, source: 'default' });
+    expect(resolveQueueLimits(undefined, null).pull).toEqual({ value: false, source: 'default' });
   });
 });
 

@@ -1,19 +1,23 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { isStall, nextShard, pokeForTasks, shardsToWake, stallDelayMs, wakeAt } from '../../src/core/wake.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { isStall, nextShard, pokeForTasks, shardsToWake, stallDelayMs, WorkWaiters, wakeAt } from '../../src/core/wake.ts';
 
 describe('pokeForTasks', () => {
   const now = 1_000_000;
   /** A task written at `now` on the database's clock, due `inMs` later. */
-  const task = (inMs: number, dbNow = now) => ({ runAt: new Date(dbNow + inMs), createdAt: new Date(dbNow) });
-  it('is due at the earliest run_at, never before now, counting the tasks due then', () => {
-    expect(pokeForTasks([task(-5), task(0), task(10)], now)).toEqual({ atMs: now, tasks: 2 });
-    expect(pokeForTasks([task(2_000), task(500)], now)).toEqual({ atMs: now + 500, tasks: 1 });
+  const task = (inMs: number, dbNow = now, queue = 'q') => ({ queue, runAt: new Date(dbNow + inMs), createdAt: new Date(dbNow) });
+  it('is due at the earliest run_at, never before now, counting the tasks due then and naming their queues', () => {
+    expect(pokeForTasks([task(-5, now, 'a'), task(0, now, 'b'), task(0, now, 'a'), task(10, now, 'c')], now)).toEqual({
+      atMs: now,
+      tasks: 3,
+      queues: ['a', 'b'],
+    });
+    expect(pokeForTasks([task(2_000), task(500)], now)).toEqual({ atMs: now + 500, tasks: 1, queues: ['q'] });
   });
   it("wakes on time whatever the database's clock says: the wait travels, not the instant", () => {
     for (const skew of [-30_000, 30_000]) {
-      expect(pokeForTasks([task(0, now + skew)], now)).toEqual({ atMs: now, tasks: 1 });
-      expect(pokeForTasks([task(2_000, now + skew)], now)).toEqual({ atMs: now + 2_000, tasks: 1 });
+      expect(pokeForTasks([task(0, now + skew)], now)).toMatchObject({ atMs: now, tasks: 1 });
+      expect(pokeForTasks([task(2_000, now + skew)], now)).toMatchObject({ atMs: now + 2_000, tasks: 1 });
     }
   });
   it('is nothing when nothing was written', () => {
@@ -66,5 +70,48 @@ describe('shards', () => {
   it('recruits the next shard, never wrapping round to a shard already started', () => {
     expect([0, 1, 2, 3].map((i) => nextShard(i, 4))).toEqual([1, 2, 3, null]);
     expect(nextShard(0, 1)).toBeNull();
+  });
+});
+
+describe('WorkWaiters', () => {
+  it("wakes a queue's waiters on a poke for now naming it or naming none, never on later work", async () => {
+    vi.useFakeTimers();
+    try {
+      const waiters = new WorkWaiters();
+      const woke: string[] = [];
+      const wait = (queue: string, tag: string) => void waiters.wait(queue, 10_000).then(() => woke.push(tag));
+      wait('a', 'a1');
+      wait('b', 'b1');
+      waiters.wake({ atMs: 2_000, tasks: 1, queues: ['a'] }, 1_000);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(woke).toEqual([]);
+      waiters.wake({ atMs: 1_000, tasks: 1, queues: ['a'] }, 1_000);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(woke).toEqual(['a1']);
+      wait('a', 'a2');
+      waiters.wake({ atMs: 1_000, tasks: 1 }, 1_000);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(woke.sort()).toEqual(['a1', 'a2', 'b1']);
+      expect(waiters.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+  it('lets a waiter go when its time is up', async () => {
+    vi.useFakeTimers();
+    try {
+      const waiters = new WorkWaiters();
+      let done = false;
+      void waiters.wait('a', 500).then(() => {
+        done = true;
+      });
+      await vi.advanceTimersByTimeAsync(499);
+      expect(done).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(done).toBe(true);
+      expect(waiters.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

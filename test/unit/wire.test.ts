@@ -29,6 +29,7 @@ describe('the wire format', () => {
     expectTypeOf<wire.QueueView>().toEqualTypeOf<Answer<typeof answers.queue>>();
     expectTypeOf<wire.ConcurrencyView>().toEqualTypeOf<Answer<typeof answers.queueConcurrency>>();
     expectTypeOf<wire.ScheduleView>().toEqualTypeOf<Answer<typeof answers.schedule>>();
+    expectTypeOf<wire.PulledTask>().toEqualTypeOf<Answer<typeof answers.pulledTask>>();
   });
 
   it('is described by the OpenAPI document, generated from the same schema', () => {

@@ -4,12 +4,15 @@
  * an admin's release of a stuck lease. The work itself is in queue-ops.ts, shared with the dashboard.
  */
 import { Hono } from 'hono';
+import { ValidationError } from '../../core/errors.ts';
+import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import type { SlotHolder } from '../../db/queues.ts';
-import type { Answer, forcedRelease, keyLimit, queueConcurrency, queueList } from '../answers.ts';
+import type { Answer, forcedRelease, keyLimit, pulled, queueConcurrency, queueList } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { pullTasks } from '../pull.ts';
 import {
   clearKeyLimit,
   concurrencyKey,
@@ -24,6 +27,7 @@ import {
   setKeyLimit,
   setPaused,
 } from '../queue-ops.ts';
+import { pullSchema } from '../schemas.ts';
 
 export const queues = new Hono<AppEnv>();
 
@@ -51,6 +55,20 @@ for (const [action, paused] of [
     c.json(await setPaused(c.var, queueName(c.req.param('queue')), paused)),
   );
 }
+
+/** A pull consumer leases up to `max` ready tasks of a pull queue, waiting up to `wait_ms` for one (api/pull.ts). */
+queues.post('/:queue/lease', requireScope('tasks:pull'), async (c) => {
+  const name = queueName(c.req.param('queue'));
+  const raw = await readJson(c.req.raw, LIMITS.requestBytes);
+  const parsed = pullSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const tasks = await pullTasks({ ...c.var, signal: c.req.raw.signal }, name, {
+    max: parsed.data.max,
+    waitMs: parsed.data.wait_ms,
+    pushTo: parsed.data.push_to,
+  });
+  return c.json({ tasks } satisfies Answer<typeof pulled>);
+});
 
 queues.put('/:queue/keys/:key', requireScope('admin'), async (c) => {
   const name = queueName(c.req.param('queue'));

@@ -28,6 +28,7 @@ import type { Answer, ScheduleAnswer, scheduleList as scheduleListAnswer, schedu
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { requireUrlOrPull } from '../pull.ts';
 import { checkTask, scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas.ts';
 import { bodyView } from '../views.ts';
 
@@ -50,6 +51,7 @@ const QUEUE_KEYED = ['concurrency_key', 'concurrency_limit'];
 
 schedules.post('/', requireScope('tasks:write'), async (c) => {
   const { schedule, cron, paused } = validateSchedule(await readJson(c.req.raw, LIMITS.requestBytes), c.var.config);
+  await requireUrlOrPull(c.var.db, c.var.config, [schedule.template], () => 'task.url');
   const nextFireAt = paused ? null : nextSlot(cron, await databaseNow(c.var.db));
   const created = await scheduleInsert(c.var.db, { ...schedule, nextFireAt });
   if (created.nextFireAt) c.var.poke({ atMs: created.nextFireAt.getTime(), tasks: 1 });

@@ -1,6 +1,5 @@
 /** /v1/tasks: enqueue (one or a batch), read, list, cancel, redrive (the last four shared with the dashboard: task-ops.ts). */
 import { type Context, Hono } from 'hono';
-import type { Config } from '../../config.ts';
 import { type FieldIssue, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
@@ -11,6 +10,7 @@ import type { Answer, children as childList, enqueued, enqueuedBatch, taskList }
 import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { requireUrlOrPull } from '../pull.ts';
 import { batchSchema, checkTask, inheritTrace } from '../schemas.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
 import { taskDetailView, taskStateView, taskView } from '../views.ts';
@@ -19,7 +19,7 @@ export const tasks = new Hono<AppEnv>();
 
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const [view] = await enqueue(c, validateTasks([traced(c, raw)], c.var.config, ''));
+  const [view] = await enqueue(c, await validateTasks(c, [traced(c, raw)], ''));
   // 200: an existing task answers, a dedup hit or the task a debounced enqueue joined.
   return c.json(view, view?.deduplicated || view?.debounced ? 200 : 201);
 });
@@ -30,9 +30,9 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const tasks = await enqueue(
     c,
-    validateTasks(
+    await validateTasks(
+      c,
       parsed.data.tasks.map((item) => traced(c, item)),
-      c.var.config,
       'tasks',
     ),
   );
@@ -82,16 +82,21 @@ tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
 /** A task given the enqueue request's trace context when it names none of its own. */
 const traced = (c: Context<AppEnv>, item: unknown) => inheritTrace(item, c.req.header('traceparent'), c.req.header('tracestate'));
 
-/** Validates every item first, so a batch with one bad task writes nothing. */
-function validateTasks(items: readonly unknown[], config: Config, prefix: string): NewTask[] {
+/**
+ * Validates every item first, so a batch with one bad task writes nothing; then that each task
+ * without a url is bound for a pull queue (which only the database's overrides may say).
+ */
+async function validateTasks(c: Context<AppEnv>, items: readonly unknown[], prefix: string): Promise<NewTask[]> {
   const issues: FieldIssue[] = [];
   const out: NewTask[] = [];
+  const at = (i: number) => (prefix === '' ? '' : `${prefix}.${i}`);
   items.forEach((item, i) => {
-    const checked = checkTask(item, config, prefix === '' ? '' : `${prefix}.${i}`);
+    const checked = checkTask(item, c.var.config, at(i));
     if ('issues' in checked) issues.push(...checked.issues);
     else out.push(checked.task);
   });
   if (issues.length > 0) throw new ValidationError(issues);
+  await requireUrlOrPull(c.var.db, c.var.config, out, (i) => (prefix === '' ? 'url' : `${at(i)}.url`));
   return out;
 }
 

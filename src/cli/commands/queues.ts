@@ -22,13 +22,19 @@ const RATES = [
   ['key-rate', 'key_rate', 'the same for each key of the queue (keys without a rate of their own)'],
 ] as const;
 
-const ADAPTIVE_HELP =
-  "limits that learn from the endpoint (AIMD): the queue's and its keys' limits become ceilings, lowered on 429/503, raised after successes";
+const SWITCHES = [
+  [
+    'adaptive',
+    'adaptive',
+    "limits that learn from the endpoint (AIMD): the queue's and its keys' limits become ceilings, lowered on 429/503, raised after successes",
+  ],
+  ['pull', 'pull', 'consumed by pulling (`sluice listen`, POST /v1/queues/QUEUE/lease), not pushed; its tasks need no url'],
+] as const;
 
 const settingFlags: FlagSpec[] = [
   ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
   ...RATES.map(([flag, , help]) => ({ name: flag, value: 'N/PERIOD|unset', help: `${help}; \`unset\` drops the override` })),
-  { name: 'adaptive', value: 'true|false|unset', help: `${ADAPTIVE_HELP}; \`unset\` drops the override` },
+  ...SWITCHES.map(([flag, , help]) => ({ name: flag, value: 'true|false|unset', help: `${help}; \`unset\` drops the override` })),
 ];
 
 /** The PUT body: a value sets a field, `unset` sends null (drops that override), others stay as they are. */
@@ -40,11 +46,12 @@ function patchFrom(parsed: Parsed): QueueSettingsPatch {
     if (value === 'unset') patch[field] = null;
     else patch[field] = RATES.some(([f]) => f === flag) ? parseRate(flag, String(value)) : intFlag(parsed, flag);
   }
-  const adaptive = parsed.flags.get('adaptive');
-  if (adaptive !== undefined) {
-    if (adaptive === 'unset') patch.adaptive = null;
-    else if (adaptive === 'true' || adaptive === 'false') patch.adaptive = adaptive === 'true';
-    else throw new UsageError(`--adaptive takes true, false or unset, not ${JSON.stringify(adaptive)}`);
+  for (const [flag, field] of SWITCHES) {
+    const value = parsed.flags.get(flag);
+    if (value === undefined) continue;
+    if (value === 'unset') patch[field] = null;
+    else if (value === 'true' || value === 'false') patch[field] = value === 'true';
+    else throw new UsageError(`--${flag} takes true, false or unset, not ${JSON.stringify(value)}`);
   }
   if (Object.keys(patch).length === 0) {
     throw new UsageError(`nothing to set: give at least one of ${settingFlags.map((f) => `--${f.name}`).join(', ')}`);

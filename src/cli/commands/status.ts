@@ -117,6 +117,7 @@ export function queueReport(q: RatedQueue | CountedQueue): string {
     ['paused', sourced(q.paused)],
     ['adaptive', sourced(q.adaptive)],
     ['adaptive min', sourced(q.adaptive_min)],
+    ['pulled', sourced(q.pull)],
     ['key from', q.key_from ?? '-'],
     ['default url', q.url ?? '-'],
     ['task defaults', `max_attempts ${q.max_attempts}, lease ${span(q.lease_ms)}, timeout ${span(q.timeout_ms)}`],

@@ -80,7 +80,7 @@ function taskReport(t: TaskDetail): string {
   const rows: Array<[string, string | number | null]> = [
     ['queue', t.queue],
     ['status', t.status + (t.cancel_requested ? ' (cancel requested)' : '')],
-    ['url', `${t.method} ${t.url}`],
+    ['url', t.url === null ? 'none (a pull queue’s task)' : `${t.method} ${t.url}`],
     [
       'key',
       t.concurrency_key === null ? null : `${t.concurrency_key}${t.concurrency_limit === null ? '' : ` (limit ${t.concurrency_limit})`}`,
@@ -150,7 +150,11 @@ const enqueue: Command = {
   words: ['tasks', 'enqueue'],
   args: [],
   flags: [
-    { name: 'endpoint', value: 'URL', help: "the endpoint to push the task to (the request's url). Default: the queue's url" },
+    {
+      name: 'endpoint',
+      value: 'URL',
+      help: "the endpoint to push the task to (the request's url). Default: the queue's url; none for a pull queue",
+    },
     { name: 'queue', value: 'QUEUE', help: 'Default: default' },
     { name: 'body', value: 'JSON', help: 'the body, a JSON value (sent as application/json)' },
     { name: 'key', value: 'KEY', help: 'the concurrency key' },

@@ -20,7 +20,7 @@ export interface Rate {
 }
 
 export interface EnqueueRequest {
-  /** Endpoint to push to. Default: the queue's `url`. */
+  /** Endpoint to push to. Default: the queue's `url`; none for a task of a pull queue. */
   url?: string;
   /** Default `default`. */
   queue?: string;
@@ -81,7 +81,8 @@ export interface TaskView {
   id: string;
   queue: string;
   status: TaskStatus;
-  url: string;
+  /** Where it is pushed; `null` for a task of a pull queue that names none. */
+  url: string | null;
   method: HttpMethod;
   concurrency_key: string | null;
   concurrency_limit: number | null;
@@ -156,6 +157,36 @@ export interface TaskList {
   next_cursor: string | null;
 }
 
+/** POST /v1/queues/:queue/lease: what a pull consumer asks for. */
+export interface PullRequest {
+  /** The most tasks to lease, 1–100. Default 1. */
+  max?: number;
+  /** How long to wait for a task when none is ready, up to 20,000 ms. Default 0. */
+  wait_ms?: number;
+  /** Where the consumer forwards each task: each then carries the push Sluice would send there. */
+  push_to?: string;
+}
+
+/** A task leased by a pull: held as after a push answered `Sluice-Ack: lease`. */
+export interface PulledTask {
+  id: string;
+  queue: string;
+  concurrency_key: string | null;
+  attempt: number;
+  max_attempts: number;
+  resumes: number;
+  /** The JSON body, when it is JSON. */
+  body?: unknown;
+  /** The body as text, when it is not JSON. */
+  body_text?: string | null;
+  content_type: string | null;
+  headers: Record<string, string>;
+  /** `token` authorizes the lease calls, as a push's Sluice-Lease-Token. */
+  lease: { id: string; token: string; expires_at: string };
+  /** With `push_to`: the signed push Sluice would send there. */
+  push?: { url: string; method: HttpMethod; headers: Record<string, string>; body_text: string | null };
+}
+
 export interface QueueSettingsPatch {
   concurrency?: number | null;
   key_concurrency?: number | null;
@@ -165,6 +196,7 @@ export interface QueueSettingsPatch {
   key_rate?: Rate | null;
   adaptive?: boolean | null;
   adaptive_min?: number | null;
+  pull?: boolean | null;
 }
 
 export interface Sourced<T> {
@@ -185,6 +217,8 @@ export interface QueueView {
   adaptive: Sourced<boolean>;
   /** The lowest limit an adaptive queue learns (default 1). */
   adaptive_min: Sourced<number>;
+  /** Consumed by pulling (`POST /v1/queues/{queue}/lease`), not pushed. */
+  pull: Sourced<boolean>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;
@@ -267,7 +301,7 @@ export interface ScheduleView {
   /** The task each firing enqueues, every default resolved; header values are not shown. */
   task: {
     queue: string;
-    url: string;
+    url: string | null;
     method: HttpMethod;
     concurrency_key: string | null;
     concurrency_limit: number | null;

@@ -34,7 +34,7 @@ export function queuesView(
 <td>${limitText(q.key_concurrency.value, q.key_concurrency.source)}</td>
 <td>${rateText(q.rate)} / ${rateText(q.key_rate)}</td>
 <td>${q.priority.value} <span class="source">${q.priority.source}</span></td>
-<td>${q.paused.value ? html`<span class="badge paused">paused</span> <span class="source">${q.paused.source}</span>` : html`<span class="muted">running</span>`}</td>
+<td>${q.paused.value ? html`<span class="badge paused">paused</span> <span class="source">${q.paused.source}</span>` : html`<span class="muted">running</span>`}${q.pull.value ? html` <span class="badge">pulled</span>` : ''}</td>
 <td><a href="${href(`/confirm/${q.paused.value ? 'resume' : 'pause'}`, { queue: q.name })}">${q.paused.value ? 'Resume…' : 'Pause…'}</a></td>
 </tr>`,
   );

@@ -115,7 +115,7 @@ function queueSettingForm(
 
 export function queuePage(q: QueueView, p: ConcurrencyPicture, topKeys: number) {
   const name = encodeURIComponent(q.name);
-  return html`<h1>Queue <code>${q.name}</code> ${q.paused.value ? html`<span class="badge paused">paused</span>` : ''}</h1>
+  return html`<h1>Queue <code>${q.name}</code> ${q.paused.value ? html`<span class="badge paused">paused</span>` : ''}${q.pull.value ? html` <span class="badge" title="consumed by pulling (POST /v1/queues/${q.name}/lease), not pushed">pulled</span>` : ''}</h1>
 <p><a href="${href('/tasks', { queue: q.name })}">${q.counts.pending} pending</a> · ${q.counts.leased} leased ·
 <a href="${href('/dead', { queue: q.name })}">${q.counts.dead} dead</a> · <a href="${href('/waiting')}">waiting time</a></p>
 <h2>Slots</h2>

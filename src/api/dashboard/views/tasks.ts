@@ -100,7 +100,7 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
 <div class="panel"><dl>
 <dt>Queue</dt><dd><a href="${href(`/queues/${encodeURIComponent(t.queue)}`)}">${t.queue}</a></dd>
 <dt>Key</dt><dd>${t.concurrencyKey === null ? html`<span class="muted">none</span>` : html`<code>${t.concurrencyKey}</code>${t.concurrencyLimit === null ? '' : html` (limit given: ${t.concurrencyLimit})`}`}</dd>
-<dt>Target</dt><dd><code>${t.method} ${t.url}</code></dd>
+<dt>Target</dt><dd>${t.url === null ? html`<span class="muted">none: pulled by its queue's consumers</span>` : html`<code>${t.method} ${t.url}</code>`}</dd>
 <dt>Attempts</dt><dd>${t.attempts} of ${t.maxAttempts}${t.deferrals ? `, ${t.deferrals} deferrals` : ''}</dd>
 <dt>Priority</dt><dd>${t.priority}</dd>
 <dt>Run at</dt><dd>${time(t.runAt)}</dd>
