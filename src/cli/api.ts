@@ -37,6 +37,19 @@ export class Api {
     this.#options = options;
   }
 
+  /**
+   * The same client on a signal of its own, for calls that must go out after the command was
+   * told to stop (`listen` giving back its tasks), within `timeoutMs`.
+   */
+  detached(timeoutMs = 5_000): Api {
+    return new Api({ ...this.#options, timeoutMs, signal: new AbortController().signal });
+  }
+
+  /** How long a request may take (--timeout). */
+  get timeoutMs(): number {
+    return this.#options.timeoutMs;
+  }
+
   get<T>(path: string): Promise<T> {
     return this.request('GET', path);
   }
@@ -53,9 +66,14 @@ export class Api {
     return this.request('DELETE', path);
   }
 
+  /** A lease call, authorized by the lease's token instead of the key (`sluice listen`). */
+  lease<T>(leaseId: string, token: string, call: 'complete' | 'fail' | 'release', body: unknown): Promise<T> {
+    return this.request('POST', `/v1/leases/${encodeURIComponent(leaseId)}/${call}`, body, token);
+  }
+
   /** The answer's JSON (`null` for 204), or an `ApiError` / `UnreachableError` / `Interrupted`. */
-  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const { response, text, where } = await this.#send(method, path, body);
+  async request<T>(method: string, path: string, body?: unknown, token?: string): Promise<T> {
+    const { response, text, where } = await this.#send(method, path, body, token);
     if (response.status === 204) return null as T;
     const data = parseJson(text);
     if (data === undefined) throw new UnreachableError(`the answer from ${where} is not JSON: is ${this.#options.url} a Sluice?`);
@@ -68,7 +86,7 @@ export class Api {
   }
 
   /** Sends one request; a 2xx answer with its text, else the error it comes to. */
-  async #send(method: string, path: string, body?: unknown): Promise<{ response: Response; text: string; where: string }> {
+  async #send(method: string, path: string, body?: unknown, token?: string): Promise<{ response: Response; text: string; where: string }> {
     const { url, apiKey, timeoutMs, signal } = this.#options;
     const where = `${url}${path.split('?')[0]}`;
     let response: Response;
@@ -76,7 +94,7 @@ export class Api {
     try {
       response = await fetch(`${url}${path}`, {
         method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${token ?? apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         // A redirect would carry the key elsewhere: say where it points instead.
         redirect: 'manual',
@@ -116,7 +134,7 @@ function parseJson(text: string): unknown {
 }
 
 /** Node puts the socket's error in `cause` ("connect ECONNREFUSED 127.0.0.1:1"); Bun and Deno in the message. */
-function networkReason(error: unknown): string {
+export function networkReason(error: unknown): string {
   const cause = (error as { cause?: { message?: string } }).cause;
   return cause?.message ?? (error as Error).message ?? String(error);
 }

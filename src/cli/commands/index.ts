@@ -2,9 +2,10 @@
 import type { Command } from '../context.ts';
 import { keyCommands } from './keys.ts';
 import { leaseRelease } from './lease.ts';
+import { listen } from './listen.ts';
 import { queueCommands } from './queues.ts';
 import { status } from './status.ts';
 import { tail } from './tail.ts';
 import { taskCommands } from './tasks.ts';
 
-export const COMMANDS: readonly Command[] = [status, ...queueCommands, ...keyCommands, leaseRelease, ...taskCommands, tail];
+export const COMMANDS: readonly Command[] = [status, ...queueCommands, ...keyCommands, leaseRelease, ...taskCommands, tail, listen];

@@ -9,8 +9,9 @@ import { Interrupted } from '../api.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import type { Command, Context } from '../context.ts';
 import { seg } from '../context.ts';
-import { ApiError, type CliError, UnreachableError } from '../errors.ts';
+import { ApiError } from '../errors.ts';
 import { short, time } from '../output.ts';
+import { sleep, transient } from '../polling.ts';
 
 /** Unfinished tasks followed at once; beyond this the oldest are let go. */
 const MAX_FOLLOWED = 1_000;
@@ -244,21 +245,4 @@ class Tail {
     ].join('  ');
     this.#c.out.event({ event, task: t }, `${line}${error}`);
   }
-}
-
-/** What a later poll may survive: no answer, or the server's failure (the database down, say). */
-function transient(error: unknown): error is CliError {
-  return error instanceof UnreachableError || (error instanceof ApiError && (error.status >= 500 || error.status === 429));
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

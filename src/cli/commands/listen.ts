@@ -1,0 +1,224 @@
+/**
+ * `sluice listen --queue Q --forward-to URL`: a pull consumer that hands each task to a handler
+ * on this machine as the push Sluice would send it (signed for that URL, with the lease's
+ * headers), and relays the handler's answer as the dispatcher would take it
+ * (core/outcome.ts `classifyPush`): a 2xx completes the task, `Sluice-Ack: lease` leaves the
+ * lease to the handler's own calls, a 429/503 with Retry-After gives the task back for then,
+ * anything else fails it. So a handler written for pushes runs unchanged against a deployed queue.
+ */
+import { classifyPush, type PushResult } from '../../core/outcome.ts';
+import { truncate } from '../../core/text.ts';
+import { LIMITS } from '../../core/types.ts';
+import type { HttpMethod } from '../../sdk/protocol/wire.ts';
+import { Interrupted, networkReason } from '../api.ts';
+import { intFlag, stringFlag } from '../args.ts';
+import type { Command, Context } from '../context.ts';
+import { seg } from '../context.ts';
+import { ApiError, UnreachableError, UsageError } from '../errors.ts';
+import { time } from '../output.ts';
+import { sleep, transient } from '../polling.ts';
+
+/** A pulled task as POST /v1/queues/:queue/lease answers it with `push_to`. */
+interface Pulled {
+  id: string;
+  attempt: number;
+  lease: { id: string; token: string; expires_at: string };
+  push: { url: string; method: HttpMethod; headers: Record<string, string>; body_text: string | null };
+}
+
+/** The longest a pull waits for a task (the API's most), within the request's own timeout. */
+const MAX_WAIT_MS = 20_000;
+/** Time kept between a forward's deadline and its lease's end, for the lease call after it. */
+const LEASE_MARGIN_MS = 1_000;
+
+export const listen: Command = {
+  words: ['listen'],
+  args: [],
+  flags: [
+    { name: 'queue', value: 'QUEUE', help: 'the pull queue to consume', required: true },
+    { name: 'forward-to', value: 'URL', help: 'the handler each task is pushed to, e.g. http://localhost:3000/api/task', required: true },
+    { name: 'parallel', value: 'N', help: 'tasks forwarded at once (the queue’s limits still apply). Default: 1' },
+  ],
+  summary: 'consume a pull queue, forwarding each task to a local handler as a signed push, until Ctrl-C',
+  details: [
+    'Develop a handler on your machine against a deployed (or local) Sluice: make the queue a pull',
+    'queue (`sluice queues set QUEUE --pull true`), then run this with a key that has tasks:pull.',
+    'Each task arrives at the handler as Sluice would push it: signed for the --forward-to URL, with',
+    'its lease headers, so the SDK’s receiver verifies it unchanged (give it Sluice’s URL for the keys).',
+    '',
+    'The handler’s answer is relayed as the dispatcher takes a push’s: 2xx completes the task (its body',
+    'is the result); 2xx with `Sluice-Ack: lease` leaves the lease to the handler, which heartbeats and',
+    'completes it with the lease token as after any push; 429 or 503 with Retry-After gives the task',
+    'back until then, without using an attempt; any other answer fails the attempt (retried unless',
+    '`Sluice-Retry: false`). A handler that does not answer before the lease ends keeps its slot until',
+    'the lease expires. Each task prints a line: time, task, attempt, answer, what was done.',
+    '',
+    'Uses POST /v1/queues/QUEUE/lease (long polls of up to 20 s) and the lease calls. Ctrl-C stops',
+    'pulling, gives back every task not yet answered (POST /v1/leases/LEASE/release), and exits 0.',
+  ].join('\n'),
+  async run(context, parsed) {
+    const forwardTo = stringFlag(parsed, 'forward-to')!;
+    if (!URL.canParse(forwardTo) || !/^https?:$/.test(new URL(forwardTo).protocol)) {
+      throw new UsageError(`--forward-to must be an http or https URL, not ${JSON.stringify(forwardTo)}`);
+    }
+    await new Listener(context, stringFlag(parsed, 'queue')!, forwardTo, intFlag(parsed, 'parallel', { min: 1, max: 100 }) ?? 1).run();
+  },
+};
+
+class Listener {
+  readonly #c: Context;
+  readonly #queue: string;
+  readonly #forwardTo: string;
+  readonly #parallel: number;
+  /** Tasks pulled and not yet answered for: what Ctrl-C gives back. */
+  readonly #open = new Map<string, Pulled>();
+  readonly #running = new Set<Promise<void>>();
+
+  constructor(context: Context, queue: string, forwardTo: string, parallel: number) {
+    this.#c = context;
+    this.#queue = queue;
+    this.#forwardTo = forwardTo;
+    this.#parallel = parallel;
+  }
+
+  async run(): Promise<void> {
+    const { api, out, signal } = this.#c;
+    const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, api.timeoutMs - 5_000));
+    out.note(`listening on queue ${this.#queue}, forwarding to ${this.#forwardTo} (Ctrl-C to stop)`);
+    let failures = 0;
+    try {
+      while (!signal.aborted) {
+        if (this.#running.size >= this.#parallel) {
+          await Promise.race(this.#running);
+          continue;
+        }
+        let tasks: Pulled[];
+        try {
+          ({ tasks } = await api.post<{ tasks: Pulled[] }>(`/v1/queues/${seg(this.#queue)}/lease`, {
+            max: this.#parallel - this.#running.size,
+            wait_ms: waitMs,
+            push_to: this.#forwardTo,
+          }));
+          failures = 0;
+        } catch (error) {
+          if (error instanceof Interrupted) break;
+          if (!transient(error)) throw error;
+          out.warn(error, 'pulling again shortly');
+          await sleep(Math.min(500 * 2 ** failures++, 10_000), signal);
+          continue;
+        }
+        for (const task of tasks) {
+          this.#open.set(task.lease.id, task);
+          const work = this.#forward(task).finally(() => this.#running.delete(work));
+          this.#running.add(work);
+        }
+      }
+    } finally {
+      await this.#giveBack();
+    }
+  }
+
+  /** Pushes one task to the handler, then ends its lease as the handler's answer says. */
+  async #forward(task: Pulled): Promise<void> {
+    const { api, out, signal } = this.#c;
+    const started = Date.now();
+    const leaseLeftMs = Date.parse(task.lease.expires_at) - Date.now() - LEASE_MARGIN_MS;
+    let result: PushResult;
+    try {
+      const response = await fetch(task.push.url, {
+        method: task.push.method,
+        headers: task.push.headers,
+        ...(task.push.body_text === null ? {} : { body: task.push.body_text }),
+        redirect: 'manual',
+        signal: AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, leaseLeftMs))]),
+      });
+      const body = await response.text();
+      result = { kind: 'response', status: response.status, headers: headersOf(response), body, durationMs: Date.now() - started };
+    } catch (error) {
+      // Ctrl-C: the lease is given back by `run`.
+      if (signal.aborted) return;
+      const name = (error as Error).name;
+      result =
+        name === 'TimeoutError'
+          ? { kind: 'timeout', durationMs: Date.now() - started }
+          : { kind: 'network', message: networkReason(error), sent: true, durationMs: Date.now() - started };
+    }
+    // Answered (or let go): from here the lease is the handler's, or ended below, not ours to give back.
+    this.#open.delete(task.lease.id);
+    const outcome = classifyPush(result, Date.now());
+    const answer = result.kind === 'response' ? `${result.status}` : result.kind === 'timeout' ? 'no answer in time' : 'connection failed';
+    let done: string;
+    try {
+      switch (outcome.type) {
+        case 'succeeded':
+          await api.lease(task.lease.id, task.lease.token, 'complete', outcome.result === null ? {} : { result: cut(outcome.result) });
+          done = 'completed';
+          break;
+        case 'lease_kept':
+          done = 'the handler keeps the lease';
+          break;
+        case 'deferred':
+          await api.lease(task.lease.id, task.lease.token, 'release', { delay_ms: outcome.delayMs });
+          done = `given back for ${outcome.delayMs} ms (Retry-After)`;
+          break;
+        case 'failed':
+          await api.lease(task.lease.id, task.lease.token, 'fail', {
+            error: truncate(outcome.error, LIMITS.errorChars),
+            retry: outcome.retryable,
+          });
+          done = outcome.retryable ? 'failed: retried' : 'failed: not retried (Sluice-Retry: false)';
+          break;
+        case 'unanswered':
+          done = `${outcome.error}: the slot is held until the lease ends`;
+          break;
+      }
+    } catch (error) {
+      if (error instanceof Interrupted) return;
+      if (!(error instanceof ApiError || error instanceof UnreachableError)) throw error;
+      out.warn(error, `task ${task.id} left to its lease`);
+      return;
+    }
+    const ms = Date.now() - started;
+    out.event(
+      {
+        task_id: task.id,
+        attempt: task.attempt,
+        answer: result.kind === 'response' ? result.status : result.kind,
+        outcome: outcome.type,
+        ms,
+      },
+      `${time(new Date().toISOString())}  task ${task.id} attempt ${task.attempt}  → ${answer} (${ms} ms): ${done}`,
+    );
+  }
+
+  /** Ctrl-C: stop, and give back what was pulled and not answered for, at no cost of an attempt. */
+  async #giveBack(): Promise<void> {
+    const { api, out } = this.#c;
+    await Promise.allSettled(this.#running);
+    const open = [...this.#open.values()];
+    // The command's own signal is aborted: the calls go out on a fresh client's.
+    const results = await Promise.allSettled(open.map((t) => api.detached().lease(t.lease.id, t.lease.token, 'release', {})));
+    const failed = results.filter((r) => r.status === 'rejected').length;
+    if (open.length > 0) {
+      out.event(
+        { gave_back: open.length - failed, left_to_lease: failed },
+        `gave back ${open.length - failed} task${open.length === 1 ? '' : 's'}${failed ? ` (${failed} left to their leases)` : ''}`,
+      );
+    }
+  }
+}
+
+/** A lower-case header record, as the dispatcher reads an answer's. */
+function headersOf(response: Response): Record<string, string> {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  return headers;
+}
+
+/** At most a result's limit of `text` in UTF-8 bytes, never splitting a character. */
+function cut(text: string): string {
+  const { read } = new TextEncoder().encodeInto(text, new Uint8Array(LIMITS.resultBytes));
+  return text.slice(0, read);
+}
