@@ -282,7 +282,9 @@ begin
                     else (s.rate ->> 'limit')::integer - (select count(*)::integer from sluice.rate_grants g
                                                          where g.queue = d.queue and g.lane = '*' and g.until > v_now) end as room
       ) r on s.rate is not null
-      where d.queue is not null and s.pull = (p_pull is not null) and (p_pull is null or d.queue = p_pull)
+      -- A case, not `s.pull = (p_pull is not null) and …`: with that, the planner misjudged the
+      -- rows and a keyed pass cost a fifth more (100 keys, passes of 32: 7.3 ms against 6.1).
+      where d.queue is not null and case when p_pull is null then not s.pull else d.queue = p_pull and s.pull end
     ),
     lanes as (
       select b.queue, b.priority as queue_priority, b.budget, w.id as key_id, w.lane, w.served, w.room, w.key_rate
