@@ -55,7 +55,9 @@ export interface Receiver {
 }
 
 export function createReceiver(options: ReceiverOptions): Receiver {
-  const keys = keySource(options);
+  // Made at the first push, not here: frameworks load a route's module where its configuration
+  // may be absent (Next.js does at build time), and that must not fail.
+  let keys: JWTVerifyGetKey | null = null;
   const now = options.now ?? Date.now;
   const skew = Math.min(options.clockSkewSeconds ?? 30, 300);
   const seen = new Map<string, number>();
@@ -67,6 +69,7 @@ export function createReceiver(options: ReceiverOptions): Receiver {
       if (declared > MAX_PUSH_BYTES) throw new SignatureError('malformed', `the body is larger than ${MAX_PUSH_BYTES} bytes`);
       const body = new Uint8Array(await request.arrayBuffer());
       const url = typeof options.url === 'function' ? options.url(request) : (options.url ?? request.url);
+      keys ??= keySource(options);
       const claims = await verifyPush({
         token: request.headers.get(HEADERS.signature),
         keys,

@@ -114,3 +114,10 @@ describe('the receiver', () => {
     expect(await refusal(push({ leaseId }), r)).toBe('replay');
   });
 });
+
+describe('a receiver made without its keys', () => {
+  it('is made all the same (a framework may load the module without its configuration), and says what is missing at the first push', async () => {
+    const receiver = createReceiver({});
+    await expect(receiver.verify(await push())).rejects.toThrow('createReceiver needs sluiceUrl, jwksUrl or keys');
+  });
+});
