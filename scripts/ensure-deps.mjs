@@ -23,7 +23,7 @@ if (mtime('test/client/node_modules/.package-lock.json') < mtime('test/client/pa
   execSync('npm --prefix test/client ci --no-audit --no-fund', { stdio: 'inherit' });
 }
 
-// The receivers' frameworks (test/adapters: Express and Fastify, as a user's project has them).
+// The receivers' frameworks (test/adapters: Express, Fastify and Next.js, as a user's project has them).
 if (mtime('test/adapters/node_modules/.package-lock.json') < mtime('test/adapters/package-lock.json')) {
   console.log("sluice: installing the dependencies of test/adapters (the receivers' frameworks) …");
   execSync('npm --prefix test/adapters ci --no-audit --no-fund', { stdio: 'inherit' });
