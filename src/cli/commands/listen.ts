@@ -26,8 +26,13 @@ interface Pulled {
   push: { url: string; method: HttpMethod; headers: Record<string, string>; body_text: string | null };
 }
 
-/** The longest a pull waits for a task (the API's most), within the request's own timeout. */
-const MAX_WAIT_MS = 20_000;
+/**
+ * How long an idle pull waits for a task. Ctrl-C lets a pull under way finish (and gives back what
+ * it brings) rather than cut it: a server need not notice a consumer that left mid-poll (Miniflare
+ * does not; Workers do with enable_request_signal, Node does), and would lease a task for nobody.
+ * So this is also the longest Ctrl-C takes.
+ */
+const WAIT_MS = 2_000;
 /** Time kept between a forward's deadline and its lease's end, for the lease call after it. */
 const LEASE_MARGIN_MS = 1_000;
 
@@ -53,8 +58,8 @@ export const listen: Command = {
     '`Sluice-Retry: false`). A handler that does not answer before the lease ends keeps its slot until',
     'the lease expires. Each task prints a line: time, task, attempt, answer, what was done.',
     '',
-    'Uses POST /v1/queues/QUEUE/lease (long polls of up to 20 s) and the lease calls. Ctrl-C stops',
-    'pulling, gives back every task not yet answered (POST /v1/leases/LEASE/release), and exits 0.',
+    `Uses POST /v1/queues/QUEUE/lease (long polls of ${WAIT_MS / 1_000} s) and the lease calls. Ctrl-C lets a pull under`,
+    'way finish, gives back every task not yet answered (POST /v1/leases/LEASE/release), and exits 0.',
   ].join('\n'),
   async run(context, parsed) {
     const forwardTo = stringFlag(parsed, 'forward-to')!;
@@ -83,7 +88,8 @@ class Listener {
 
   async run(): Promise<void> {
     const { api, out, signal } = this.#c;
-    const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, api.timeoutMs - 5_000));
+    // Pulls go out on a signal Ctrl-C does not abort (see WAIT_MS), within --timeout.
+    const puller = api.detached(api.timeoutMs);
     out.note(`listening on queue ${this.#queue}, forwarding to ${this.#forwardTo} (Ctrl-C to stop)`);
     let failures = 0;
     try {
@@ -94,21 +100,23 @@ class Listener {
         }
         let tasks: Pulled[];
         try {
-          ({ tasks } = await api.post<{ tasks: Pulled[] }>(`/v1/queues/${seg(this.#queue)}/lease`, {
+          ({ tasks } = await puller.post<{ tasks: Pulled[] }>(`/v1/queues/${seg(this.#queue)}/lease`, {
             max: this.#parallel - this.#running.size,
-            wait_ms: waitMs,
+            wait_ms: WAIT_MS,
             push_to: this.#forwardTo,
           }));
           failures = 0;
         } catch (error) {
-          if (error instanceof Interrupted) break;
+          if (signal.aborted) break;
           if (!transient(error)) throw error;
           out.warn(error, 'pulling again shortly');
           await sleep(Math.min(500 * 2 ** failures++, 10_000), signal);
           continue;
         }
+        for (const task of tasks) this.#open.set(task.lease.id, task);
+        // Told to stop while the pull was under way: what it brought is given back below.
+        if (signal.aborted) break;
         for (const task of tasks) {
-          this.#open.set(task.lease.id, task);
           const work = this.#forward(task).finally(() => this.#running.delete(work));
           this.#running.add(work);
         }
