@@ -14,6 +14,9 @@
  *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
  *   --features      every task in a W3C trace (traceparent), every tenth with a callback_url
  *                   (its notification is a task too: counted apart, not in pushes/s)
+ *   --pull n        a pull queue instead: n consumers in this process long-poll it (POST
+ *                   /v1/queues/sustain/lease, up to 50 a pull) and complete each task with its
+ *                   lease; "pushed" then counts tasks pulled, and latency runs to the pull's answer
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -41,15 +44,19 @@ const { values } = parseArgs({
     'sample-s': { type: 'string', default: '60' },
     worker: { type: 'boolean', default: false },
     features: { type: 'boolean', default: false },
+    pull: { type: 'string' },
   },
 });
+const consumers = values.pull === undefined ? 0 : Number(values.pull);
+if (values.pull !== undefined && !(Number.isInteger(consumers) && consumers > 0))
+  throw new Error('--pull: a number of consumers, at least 1');
 const rate = Number(values.rate);
 const durationMs = Number(values.minutes) * 60_000;
 const batch = Number(values.batch);
 const sampleMs = Number(values['sample-s']) * 1000;
 if (![rate, durationMs, batch, sampleMs].every((x) => Number.isFinite(x) && x > 0))
   throw new Error('--rate, --minutes, --batch, --sample-s: positive numbers');
-const path = values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)';
+const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)'}${consumers ? `, pulled by ${consumers} consumers` : ''}`;
 
 // Postgres, the endpoint, the server.
 const dir = await mkdtemp(join(tmpdir(), 'sluice-sustain-'));
@@ -76,16 +83,18 @@ const endpoint = createServer((req, res) => {
       callbacks++;
       return void res.writeHead(200).end();
     }
-    const at = performance.now();
-    const n = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { n: number }).n;
-    const sent = returnedAt.get(n);
-    // A push that beats its enqueue's answer (the API answers after commit) counts as 0 ms.
-    arrivals.push(sent === undefined ? 0 : Math.max(0, at - sent));
-    returnedAt.delete(n);
-    pushed++;
+    arrived((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { n: number }).n);
     res.writeHead(200).end();
   });
 });
+/** Task n reached its worker (pushed to the endpoint, or pulled). */
+function arrived(n: number): void {
+  const sent = returnedAt.get(n);
+  // One that beats its enqueue's answer (the API answers after commit) counts as 0 ms.
+  arrivals.push(sent === undefined ? 0 : Math.max(0, performance.now() - sent));
+  returnedAt.delete(n);
+  pushed++;
+}
 await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
 const target = `http://127.0.0.1:${(endpoint.address() as { port: number }).port}/noop`;
 
@@ -98,6 +107,7 @@ const env: Record<string, string> = {
   SLUICE_RETENTION: values.retention,
   // Retention never keeps less than a lease can last: a minute here, so the window is the one asked.
   SLUICE_MAX_LEASE_MS: '60000',
+  ...(consumers ? { SLUICE_QUEUES: JSON.stringify({ sustain: { pull: true } }) } : {}),
 };
 let base: string;
 let stopServer: () => Promise<void>;
@@ -145,7 +155,7 @@ const producer = (async () => {
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const first = k * batch;
     const tasks = Array.from({ length: batch }, (_, i) => ({
-      url: target,
+      ...(consumers ? {} : { url: target }),
       queue: 'sustain',
       body: { n: first + i },
       ...(values.features
@@ -175,6 +185,37 @@ const producer = (async () => {
   }
   await Promise.all(inFlight);
 })();
+
+// With --pull: the consumers, each a loop of long polls, every task completed with its lease.
+let consuming = true;
+let pullFailures = 0;
+const consumed = Array.from({ length: consumers }, async () => {
+  while (consuming) {
+    try {
+      const res = await fetch(`${base}/v1/queues/sustain/lease`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ max: 50, wait_ms: 1_000 }),
+      });
+      if (res.status !== 200) throw new Error(`pull answered ${res.status}`);
+      const { tasks } = (await res.json()) as { tasks: Array<{ body: { n: number }; lease: { id: string; token: string } }> };
+      for (const t of tasks) arrived(t.body.n);
+      await Promise.all(
+        tasks.map(async (t) => {
+          const done = await fetch(`${base}/v1/leases/${t.lease.id}/complete`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${t.lease.token}`, 'content-type': 'application/json' },
+            body: '{}',
+          });
+          await done.arrayBuffer();
+        }),
+      );
+    } catch {
+      pullFailures++;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+});
 
 // Samples.
 interface Sample {
@@ -254,6 +295,8 @@ while (pushed < enqueued && performance.now() < drainUntil) await new Promise((r
 clearInterval(sampler);
 // The pushes since the last sample, if any landed after it.
 if (pushed > lastPushed) await sample();
+consuming = false;
+await Promise.all(consumed);
 if (cron) clearInterval(cron);
 
 // The verdict. Retention drops a bucket at a time, so rows and bytes saw up and down between
@@ -282,11 +325,11 @@ const trends = {
   p99: growth((s) => s.p99, 10, median),
   ...(serverPid === null ? {} : { rss: growth((s) => s.rssMb ?? 0) }),
 };
-const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0;
+const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0 && pullFailures === 0;
 const steady = keptUp && Object.values(trends).every((t) => t <= 0.1);
 const after3 = samples.filter((s) => s.minute > 3);
 console.log(
-  `\nenqueued ${fmt(enqueued)} (${failures} failed batches), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
+  `\nenqueued ${fmt(enqueued)} (${failures} failed batches${consumers ? `, ${pullFailures} failed pulls` : ''}), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
 );
 console.log(
   `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
