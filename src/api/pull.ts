@@ -90,6 +90,8 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
     );
   }
   const deadline = Date.now() + request.waitMs;
+  // One listener for the whole poll (not one per wait: Node warns past ten on a signal).
+  const gone = aborted(ctx.signal);
   const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: claimQueuesJson(ctx.config), pull: queue };
   for (;;) {
     if (ctx.signal.aborted) return [];
@@ -105,10 +107,10 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
     const left = deadline - Date.now();
     if (left <= 0) return [];
     const dueInMs = (await nextDueInMs(ctx.db)) ?? RECHECK_MS;
-    await Promise.race([
-      ctx.awaitWork(queue, Math.min(left, Math.max(MIN_RECHECK_MS, Math.min(dueInMs, RECHECK_MS)))),
-      aborted(ctx.signal),
-    ]);
+    const waitMs = Math.min(left, Math.max(MIN_RECHECK_MS, Math.min(dueInMs, RECHECK_MS)));
+    // A wait that fails (the Worker's scheduler restarting mid-call) is waited out on a timer.
+    const woken = ctx.awaitWork(queue, waitMs).catch(() => new Promise<void>((resolve) => setTimeout(resolve, waitMs)));
+    await Promise.race([woken, gone]);
   }
 }
 
