@@ -101,6 +101,10 @@ drop trigger if exists tasks_lanes_on_insert on sluice.tasks;
 create trigger tasks_lanes_on_insert after insert on sluice.tasks
   referencing new table as changed for each statement execute function sluice.lanes_touch();
 
+-- The claim before pull queues (0020_pull.sql) took four arguments; its five-argument successor
+-- below answers four-argument calls too (p_pull defaults to null).
+drop function if exists sluice.claim(integer, integer, jsonb, timestamptz);
+
 -- One claim pass (DESIGN.md §5). p_queues holds the environment's queue settings
 -- ({"<queue>": {"concurrency", "key_concurrency", "priority", "paused"}}); rows of
 -- sluice.queues override them field by field. Limits are hard: a leased task counts from its
@@ -128,7 +132,6 @@ create trigger tasks_lanes_on_insert after insert on sluice.tasks
 -- from pushed queues only, p_pull = a queue's name from that pulled queue only (a consumer's
 -- POST /v1/queues/:queue/lease). Either way the pass counts every lease, pushed or pulled,
 -- against the cluster cap, under the one lock.
-drop function if exists sluice.claim(integer, integer, jsonb, timestamptz);
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null,
                                         p_pull text default null)
 returns setof sluice.tasks
@@ -399,7 +402,8 @@ begin
     into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits, v_grants, v_buckets;
 
     -- Counted once per pass, from what its first round saw; nothing is written when nothing is held.
-    if v_round = 1 and v_held_queues is not null then
+    -- Not for a consumer's pass: a waiting pull claims again and again, and each would count.
+    if v_round = 1 and v_held_queues is not null and p_pull is null then
       insert into sluice.counters as c (metric, queue, label, value)
       select 'held_back', q, l, 1 from unnest(v_held_queues, v_held_limits) as h(q, l) order by 1, 2, 3
       on conflict (metric, queue, label) do update set value = c.value + 1;

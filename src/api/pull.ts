@@ -17,6 +17,7 @@ import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import type { NewTask } from '../db/enqueue.ts';
 import { queueOverride, queueOverrides } from '../db/queues.ts';
+import { leaseSettleMany } from '../db/settle.ts';
 import { attemptHeaders, signedRequest } from '../dispatcher/push.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { signLeaseToken } from '../security/lease-token.ts';
@@ -28,8 +29,11 @@ import { bodyView } from './views.ts';
  * dispatcher freed (its settles poke no one), a poke lost between instances.
  */
 const RECHECK_MS = 1_000;
-/** The shortest: a due time already passed (an expired lease not reaped yet) is not spun on. */
-const MIN_RECHECK_MS = 20;
+/**
+ * The shortest. The next-due probe covers every queue: a busy rate-limited queue elsewhere, or
+ * an expired lease not reaped yet, would otherwise make an idle consumer claim many times a second.
+ */
+const MIN_RECHECK_MS = 100;
 
 /** Whether `queue` is consumed by pulling: its run-time override, else SLUICE_QUEUES. */
 export async function isPulled(db: Db, config: Config, queue: string): Promise<boolean> {
@@ -47,7 +51,8 @@ export async function requireUrlOrPull(
   tasks: readonly Pick<NewTask, 'queue' | 'url'>[],
   pathOf: (i: number) => string,
 ): Promise<void> {
-  const urlless = tasks.flatMap((t, i) => (t.url === null && config.queues[t.queue]?.pull !== true ? [i] : []));
+  // Every url-less task is checked against the overrides too: one may have turned `pull` off.
+  const urlless = tasks.flatMap((t, i) => (t.url === null ? [i] : []));
   if (urlless.length === 0) return;
   const overrides = await queueOverrides(db);
   const issues: FieldIssue[] = [];
@@ -93,9 +98,20 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
   // One listener for the whole poll (not one per wait: Node warns past ten on a signal).
   const gone = aborted(ctx.signal);
   const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: claimQueuesJson(ctx.config), pull: queue };
+  /** The wait under way, if it has not ended yet (a due time may have cut it short). */
+  let waiting: Promise<'woken'> | null = null;
   for (;;) {
     if (ctx.signal.aborted) return [];
+    // Waiting from before the claim: a poke for work committed while it ran is not missed.
+    const left = deadline - Date.now();
+    if (waiting === null && left > 0) waiting = waitFor(ctx, queue, Math.min(left, RECHECK_MS)).then(() => 'woken' as const);
+    const woken = left > 0 ? waiting : null;
     const tasks = await taskClaimBatch(ctx.db, limits);
+    if (tasks.length > 0 && ctx.signal.aborted) {
+      // The consumer left while the claim ran: nobody would hold these.
+      await giveBack(ctx.db, tasks);
+      return [];
+    }
     if (tasks.length > 0) {
       // No pusher holds these leases, and none may be awake to read when they end: an expiry
       // is the dispatcher's to reap (as a pushed lease's), so it is told when the first comes
@@ -104,14 +120,42 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
       ctx.poke({ atMs: Date.now() + leaseMs, tasks: 0 });
       return pulledViews(ctx, tasks, request.pushTo);
     }
-    const left = deadline - Date.now();
-    if (left <= 0) return [];
+    if (woken === null) return [];
+    // Sooner than the recheck when something comes due before it (this queue's or not).
     const dueInMs = (await nextDueInMs(ctx.db)) ?? RECHECK_MS;
-    const waitMs = Math.min(left, Math.max(MIN_RECHECK_MS, Math.min(dueInMs, RECHECK_MS)));
-    // A wait that fails (the Worker's scheduler restarting mid-call) is waited out on a timer.
-    const woken = ctx.awaitWork(queue, waitMs).catch(() => new Promise<void>((resolve) => setTimeout(resolve, waitMs)));
-    await Promise.race([woken, gone]);
+    const due = dueInMs < RECHECK_MS ? sleep(Math.max(MIN_RECHECK_MS, dueInMs)) : woken;
+    if ((await Promise.race([woken, due, gone])) === 'woken') waiting = null;
   }
+}
+
+/** The platform's wait; one that fails (the Worker's scheduler restarting mid-call) is waited out on a timer. */
+function waitFor(ctx: PullContext, queue: string, ms: number): Promise<void> {
+  return ctx.awaitWork(queue, ms).catch(() => sleep(ms));
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Leases claimed for a consumer that left, ended as a release: no attempt used. */
+async function giveBack(db: Db, tasks: readonly LeasedTask[]): Promise<void> {
+  await leaseSettleMany(
+    db,
+    tasks.map((t) => ({
+      taskId: t.id,
+      leaseId: t.lease.id,
+      leasedAt: t.lease.leasedAt,
+      attempt: t.attempts,
+      durationMs: null,
+      settlement: {
+        status: 'pending' as const,
+        reason: 'released' as const,
+        runAt: new Date(),
+        attemptsDelta: -1,
+        deferralsDelta: 0,
+        error: 'the consumer left before its pull was answered',
+        httpStatus: null,
+      },
+    })),
+  );
 }
 
 /** Resolves when `signal` aborts (never, if it never does). */

@@ -24,7 +24,11 @@ export function startWakeChannel(options: {
   databaseUrl: string;
   /** Where NOTIFYs are sent from (the app's pool). */
   db: Queryable;
-  /** Called for other instances' pokes; without it nothing is listened for (an API-only instance). */
+  /**
+   * Called for other instances' pokes; without it nothing is listened for. The server always
+   * gives one (an API-only instance too: its waiting pulls need the others' wake-ups), so each
+   * instance holds one connection for LISTEN.
+   */
   onPoke?: (poke: Poke) => void;
   log?: Pick<Console, 'warn'>;
 }): WakeChannel {

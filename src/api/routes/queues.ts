@@ -59,8 +59,7 @@ for (const [action, paused] of [
 /** A pull consumer leases up to `max` ready tasks of a pull queue, waiting up to `wait_ms` for one (api/pull.ts). */
 queues.post('/:queue/lease', requireScope('tasks:pull'), async (c) => {
   const name = queueName(c.req.param('queue'));
-  const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const parsed = pullSchema.safeParse(raw ?? {});
+  const parsed = pullSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes, { empty: {} }));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const tasks = await pullTasks({ ...c.var, signal: c.req.raw.signal }, name, {
     max: parsed.data.max,
