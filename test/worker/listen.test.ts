@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import { describe, expect, it } from 'vitest';
+import { freePort } from '../../src/node/postgres.ts';
 import { RetryAfterError } from '../../src/sdk/errors.ts';
 import { createHandler } from '../../src/sdk/handler.ts';
 import { spawnCli } from '../helpers/cli.ts';
@@ -118,6 +119,22 @@ async function exercise(base: string, db: TestDatabase['db']) {
       '/respond 2 1',
       '/respond 2 1',
       '/respond 9 1',
+    ]);
+
+    // A handler that cannot be reached (nothing listening there): the task goes back unused.
+    const closed = `http://127.0.0.1:${await freePort()}/task`;
+    const nowhere = spawnCli(target, ['listen', '--queue', 'dev', '--forward-to', closed, '--json']);
+    expect((await call(base, 'POST', '/v1/tasks', { queue: 'dev', body: { n: 10 } })).status).toBe(201);
+    await expect.poll(() => nowhere.output.stdout.includes('"outcome":"released"'), { timeout: 20_000, interval: 50 }).toBe(true);
+    nowhere.child.kill('SIGINT');
+    expect(await nowhere.exited).toBe(0);
+    const back = await db.query<{ n: number; status: string; attempts: number }>(
+      `select (body::jsonb ->> 'n')::int as n, status, attempts from sluice.tasks where queue = 'dev' order by 1`,
+    );
+    // 9 (given back at the first Ctrl-C) and 10: whichever it pulled went back unused; nothing is leased.
+    expect(back).toEqual([
+      { n: 9, status: 'pending', attempts: 0 },
+      { n: 10, status: 'pending', attempts: 0 },
     ]);
   } finally {
     if (listening.child.exitCode === null) listening.child.kill('SIGKILL');

@@ -10,7 +10,7 @@ import { classifyPush, type PushResult } from '../../core/outcome.ts';
 import { truncate } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
 import type { HttpMethod } from '../../sdk/protocol/wire.ts';
-import { Interrupted, networkReason } from '../api.ts';
+import { networkReason } from '../api.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import type { Command, Context } from '../context.ts';
 import { seg } from '../context.ts';
@@ -35,6 +35,8 @@ interface Pulled {
 const WAIT_MS = 2_000;
 /** Time kept between a forward's deadline and its lease's end, for the lease call after it. */
 const LEASE_MARGIN_MS = 1_000;
+/** How long pulling pauses after the handler could not be reached. */
+const HANDLER_DOWN_PAUSE_MS = 2_000;
 
 export const listen: Command = {
   words: ['listen'],
@@ -56,7 +58,8 @@ export const listen: Command = {
     'completes it with the lease token as after any push; 429 or 503 with Retry-After gives the task',
     'back until then, without using an attempt; any other answer fails the attempt (retried unless',
     '`Sluice-Retry: false`). A handler that does not answer before the lease ends keeps its slot until',
-    'the lease expires. Each task prints a line: time, task, attempt, answer, what was done.',
+    'the lease expires. One that cannot be reached (nothing listening) gets the task given back unused,',
+    'and pulling pauses 2 s. Each task prints a line: time, task, attempt, answer, what was done.',
     '',
     `Uses POST /v1/queues/QUEUE/lease (long polls of ${WAIT_MS / 1_000} s) and the lease calls. Ctrl-C lets a pull under`,
     'way finish, gives back every task not yet answered (POST /v1/leases/LEASE/release), and exits 0.',
@@ -78,6 +81,8 @@ class Listener {
   /** Tasks pulled and not yet answered for: what Ctrl-C gives back. */
   readonly #open = new Map<string, Pulled>();
   readonly #running = new Set<Promise<void>>();
+  /** Set when the handler could not be reached: pulling waits for it. */
+  #pause: Promise<void> | null = null;
 
   constructor(context: Context, queue: string, forwardTo: string, parallel: number) {
     this.#c = context;
@@ -96,6 +101,11 @@ class Listener {
       while (!signal.aborted) {
         if (this.#running.size >= this.#parallel) {
           await Promise.race(this.#running);
+          continue;
+        }
+        if (this.#pause) {
+          await this.#pause;
+          this.#pause = null;
           continue;
         }
         let tasks: Pulled[];
@@ -128,7 +138,9 @@ class Listener {
 
   /** Pushes one task to the handler, then ends its lease as the handler's answer says. */
   async #forward(task: Pulled): Promise<void> {
-    const { api, out, signal } = this.#c;
+    const { out, signal } = this.#c;
+    // The lease is ended on a signal of its own: a Ctrl-C meanwhile must not lose the answer.
+    const api = this.#c.api.detached();
     const started = Date.now();
     const leaseLeftMs = Date.parse(task.lease.expires_at) - Date.now() - LEASE_MARGIN_MS;
     let result: PushResult;
@@ -145,9 +157,26 @@ class Listener {
     } catch (error) {
       // Ctrl-C: the lease is given back by `run`.
       if (signal.aborted) return;
-      const name = (error as Error).name;
+      // The handler is not there (not started yet, restarting): the task goes back unused, and
+      // pulling pauses a moment, rather than each task spending an attempt on it.
+      if (neverSent(error)) {
+        this.#pause = sleep(HANDLER_DOWN_PAUSE_MS, signal);
+        const why = `the handler cannot be reached (${networkReason(error)})`;
+        try {
+          await api.lease(task.lease.id, task.lease.token, 'release', {});
+          this.#open.delete(task.lease.id);
+          out.event(
+            { task_id: task.id, attempt: task.attempt, answer: 'unreachable', outcome: 'released' },
+            `task ${task.id}: ${why}: given back`,
+          );
+        } catch (e) {
+          if (!(e instanceof ApiError || e instanceof UnreachableError)) throw e;
+          out.warn(e, `task ${task.id} left to its lease`);
+        }
+        return;
+      }
       result =
-        name === 'TimeoutError'
+        (error as Error).name === 'TimeoutError'
           ? { kind: 'timeout', durationMs: Date.now() - started }
           : { kind: 'network', message: networkReason(error), sent: true, durationMs: Date.now() - started };
     }
@@ -181,7 +210,6 @@ class Listener {
           break;
       }
     } catch (error) {
-      if (error instanceof Interrupted) return;
       if (!(error instanceof ApiError || error instanceof UnreachableError)) throw error;
       out.warn(error, `task ${task.id} left to its lease`);
       return;
@@ -214,6 +242,12 @@ class Listener {
       );
     }
   }
+}
+
+/** Failures that prove the request never reached the handler (nothing listening, no such host). */
+function neverSent(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } }).cause?.code;
+  return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
 }
 
 /** A lower-case header record, as the dispatcher reads an answer's. */
