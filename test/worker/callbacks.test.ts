@@ -9,20 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import type { ReceivedPush } from '../helpers/endpoint.ts';
-import { useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
+import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 // The callbacks' own queue retries fast here; a task's settings are its own.
 const QUEUES = JSON.stringify({ callbacks: { backoff: { initial_ms: 100, max_ms: 100, factor: 1, jitter: 0 } } });
 const f = useWorkerFixture(() => ({ SLUICE_QUEUES: QUEUES }));
 
-async function call(base: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const call = (base: string, method: string, path: string, body?: unknown) => apiCall(base, f.secrets.apiKey, method, path, body);
 
 async function pushesTo(path: string, n: number): Promise<ReceivedPush[]> {
   await expect.poll(() => f.endpoint.received.filter((p) => p.path === path).length, { timeout: 20_000, interval: 50 }).toBe(n);
@@ -82,8 +75,6 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   expect(callbackTask.body).toMatchObject({ queue: 'callbacks', status: 'succeeded', callback_url: null, failure_callback_url: null });
   const rows = await db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where queue = 'callbacks'`);
   expect(rows[0]!.n).toBe(2);
-  await new Promise((r) => setTimeout(r, 300));
-  expect(f.endpoint.received.filter((p) => p.path === `/${name}/mourned`)).toHaveLength(1);
 
   // A task finished by its lease's `complete` is told too, with the result the call gave.
   const long = await call(base, 'POST', '/v1/tasks', { url: at('long'), callback_url: at('long-told') });
@@ -97,6 +88,15 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   const [longTold] = await pushesTo(`/${name}/long-told`, 1);
   const told2 = JSON.parse(longTold!.text) as { task_id: string; status: string; result: string };
   expect([told2.task_id, told2.status, JSON.parse(told2.result)]).toEqual([long.body.id, 'succeeded', { rendered: 3 }]);
+  // Still once each, now that more has gone by: no callback was told twice, none called back.
+  expect(f.endpoint.received.filter((p) => p.path === `/${name}/mourned`)).toHaveLength(1);
+  const after = await db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where queue = 'callbacks'`);
+  expect(after[0]!.n).toBe(3);
+
+  // A dead task redriven keeps whom to tell.
+  const redriven = await call(base, 'POST', `/v1/tasks/${dead.body.id}/retry`);
+  expect(redriven.status).toBe(200);
+  expect(redriven.body).toMatchObject({ status: 'pending', failure_callback_url: at('mourned') });
 
   // A callback URL is checked as a task's own is.
   const refused = await call(base, 'POST', '/v1/tasks', { url: at('work'), callback_url: 'ftp://example.com/x' });
