@@ -149,6 +149,11 @@ describe('the API', () => {
       [schedule({ task: { url: `${endpoint.url}/q`, parent_id: '1' } }), ['task.parent_id']],
       // Every firing in one trace, forever: refused.
       [schedule({ task: { url: `${endpoint.url}/q`, traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` } }), ['task.traceparent']],
+      // As a header of the task too, whatever its case.
+      [
+        schedule({ task: { url: `${endpoint.url}/q`, headers: { TraceParent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` } } }),
+        ['task.headers.TraceParent'],
+      ],
     ];
     for (const [body, expected] of cases) {
       const res = await call('POST', '/v1/schedules', body);

@@ -129,6 +129,11 @@ function validateSchedule(raw: unknown, config: Config): { schedule: Omit<NewSch
   if (task !== null && typeof task === 'object' && !Array.isArray(task)) {
     const fields = task as Record<string, unknown>;
     for (const [field, why] of Object.entries(REFUSED)) if (field in fields) issues.push({ path: `task.${field}`, message: why });
+    // Nor as headers of the task, whatever their case: each would reach every firing all the same.
+    const headers = fields.headers !== null && typeof fields.headers === 'object' ? Object.keys(fields.headers) : [];
+    for (const name of headers)
+      if (name.toLowerCase() === 'traceparent' || name.toLowerCase() === 'tracestate')
+        issues.push({ path: `task.headers.${name}`, message: REFUSED[name.toLowerCase()]! });
     // With overlap `queue` the firings hold a key of their own, limit 1, as if the task gave it.
     const keyed = overlap === 'queue' ? QUEUE_KEYED : [];
     for (const field of keyed)
