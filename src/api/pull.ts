@@ -17,10 +17,10 @@ import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import type { NewTask } from '../db/enqueue.ts';
 import { queueOverride, queueOverrides } from '../db/queues.ts';
-import { leaseSettleMany } from '../db/settle.ts';
-import { attemptHeaders, signedRequest } from '../dispatcher/push.ts';
+import { leasesTakeBack } from '../db/settle.ts';
+import { attemptHeaders, leaseTokenFor, signedRequest } from '../dispatcher/push.ts';
+import { HEADERS } from '../sdk/protocol/headers.ts';
 import type { Keyring } from '../security/keyring.ts';
-import { signLeaseToken } from '../security/lease-token.ts';
 import type { Answer, pulledTask } from './answers.ts';
 import { bodyView } from './views.ts';
 
@@ -109,7 +109,7 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
     const tasks = await taskClaimBatch(ctx.db, limits);
     if (tasks.length > 0 && ctx.signal.aborted) {
       // The consumer left while the claim ran: nobody would hold these.
-      await giveBack(ctx.db, tasks);
+      await leasesTakeBack(ctx.db, tasks, 'the consumer left before its pull was answered');
       return [];
     }
     if (tasks.length > 0) {
@@ -135,33 +135,12 @@ function waitFor(ctx: PullContext, queue: string, ms: number): Promise<void> {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Leases claimed for a consumer that left, ended as a release: no attempt used. */
-async function giveBack(db: Db, tasks: readonly LeasedTask[]): Promise<void> {
-  await leaseSettleMany(
-    db,
-    tasks.map((t) => ({
-      taskId: t.id,
-      leaseId: t.lease.id,
-      leasedAt: t.lease.leasedAt,
-      attempt: t.attempts,
-      durationMs: null,
-      settlement: {
-        status: 'pending' as const,
-        reason: 'released' as const,
-        runAt: new Date(),
-        attemptsDelta: -1,
-        deferralsDelta: 0,
-        error: 'the consumer left before its pull was answered',
-        httpStatus: null,
-      },
-    })),
-  );
-}
-
 /** Resolves when `signal` aborts (never, if it never does). */
 function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
+
+const LEASE_TOKEN = HEADERS.leaseToken.toLowerCase();
 
 async function pulledViews(ctx: PullContext, tasks: readonly LeasedTask[], pushTo: string | undefined) {
   const { config } = ctx;
@@ -176,15 +155,9 @@ async function pulledViews(ctx: PullContext, tasks: readonly LeasedTask[], pushT
   const nowMs = Date.now();
   return Promise.all(
     tasks.map(async (task): Promise<Answer<typeof pulledTask>> => {
-      const [token, push] = await Promise.all([
-        signLeaseToken(
-          keyring,
-          { taskId: task.id, leaseId: task.lease.id },
-          task.lease.leasedAt.getTime() + config.maxLeaseMs,
-          config.issuer,
-        ),
-        pushTo === undefined ? null : signedRequest(task, pushTo, signing, nowMs),
-      ]);
+      // A push made for `push_to` carries the lease's token already: signed once.
+      const push = pushTo === undefined ? null : await signedRequest(task, pushTo, signing, nowMs);
+      const token = push?.headers[LEASE_TOKEN] ?? (await leaseTokenFor(task, signing));
       return {
         id: task.id,
         queue: task.queue,

@@ -134,7 +134,7 @@ function parseJson(text: string): unknown {
 }
 
 /** Node puts the socket's error in `cause` ("connect ECONNREFUSED 127.0.0.1:1"); Bun and Deno in the message. */
-export function networkReason(error: unknown): string {
+function networkReason(error: unknown): string {
   const cause = (error as { cause?: { message?: string } }).cause;
   return cause?.message ?? (error as Error).message ?? String(error);
 }

@@ -163,6 +163,14 @@ export function decide(task: SettleInput, outcome: EndingOutcome, nowMs: number,
 }
 
 /**
+ * A lease taken back before its work could begin (an admin's release of a stuck slot, a pull
+ * whose consumer left): the task is pending now, its attempt given back, no wait counted.
+ */
+export function takenBack(error: string, nowMs: number): Settlement {
+  return { status: 'pending', reason: 'released', runAt: new Date(nowMs), attemptsDelta: -1, deferralsDelta: 0, error, httpStatus: null };
+}
+
+/**
  * A wait that uses no attempt (a Retry-After deferral, a release by the lease holder). Such
  * waits are bounded: past `LIMITS.maxDeferrals` of them, the next one is a failed attempt.
  */

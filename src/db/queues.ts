@@ -3,7 +3,7 @@ import type { QueueLimitSettings, Rate } from '../core/limits.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { type TaskRow, toTask, UNFINISHED_SQL } from './rows.ts';
-import { leaseSettleMany } from './settle.ts';
+import { leasesTakeBack } from './settle.ts';
 
 export interface QueueOverride {
   queue: string;
@@ -267,23 +267,6 @@ export async function leaseHolder(db: Queryable, queue: string, leaseId: string)
 export async function leaseForceRelease(db: Queryable, queue: string, leaseId: string): Promise<string | null> {
   const task = await leasedTask(db, queue, leaseId);
   if (!task) return null;
-  const held = await leaseSettleMany(db, [
-    {
-      taskId: task.id,
-      leaseId,
-      leasedAt: task.lease.leasedAt,
-      attempt: task.attempts,
-      durationMs: null,
-      settlement: {
-        status: 'pending',
-        reason: 'released',
-        runAt: new Date(),
-        attemptsDelta: -1,
-        deferralsDelta: 0,
-        error: 'lease released by an admin',
-        httpStatus: null,
-      },
-    },
-  ]);
+  const held = await leasesTakeBack(db, [task], 'lease released by an admin');
   return held.has(task.id) ? task.id : null;
 }

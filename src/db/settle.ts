@@ -4,8 +4,8 @@
  * a deferral or a release leaves a row in `sluice.attempts`; one that finishes its task moves
  * the task into history with that attempt as its final one (db/history.ts).
  */
-import type { Settlement, Signal } from '../core/outcome.ts';
-import { LIMITS, type TaskStatus } from '../core/types.ts';
+import { type Settlement, type Signal, takenBack } from '../core/outcome.ts';
+import { type LeasedTask, LIMITS, type TaskStatus } from '../core/types.ts';
 import { prepared, type Queryable } from './db.ts';
 import { archiveCtes } from './history.ts';
 import { lowerHintsCte } from './lanes.ts';
@@ -168,4 +168,27 @@ export async function leaseSettleMany(
   }));
   const rows = await db.query<{ id: string; status: TaskStatus }>(SETTLE, [JSON.stringify(input), adaptiveQueues, LIMITS.maxDeferrals]);
   return new Map(rows.map((r) => [r.id, r.status]));
+}
+
+/**
+ * Ends leases before their work could begin (core/outcome.ts `takenBack`): each task pending
+ * now, its attempt given back. The tasks whose lease was still current, with their status.
+ */
+export function leasesTakeBack(
+  db: Queryable,
+  tasks: readonly Pick<LeasedTask, 'id' | 'attempts' | 'lease'>[],
+  error: string,
+): Promise<Map<string, TaskStatus>> {
+  const nowMs = Date.now();
+  return leaseSettleMany(
+    db,
+    tasks.map((t) => ({
+      taskId: t.id,
+      leaseId: t.lease.id,
+      leasedAt: t.lease.leasedAt,
+      attempt: t.attempts,
+      durationMs: null,
+      settlement: takenBack(error, nowMs),
+    })),
+  );
 }

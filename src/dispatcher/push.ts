@@ -65,8 +65,16 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
     // A task Sluice cannot turn into a request never will be.
     return { kind: 'refused', message: `the request cannot be built: ${(error as Error).message}`, durationMs: elapsed() };
   }
+  return exchange(request, deps.transport, elapsed);
+}
+
+/**
+ * Sends a built push and says what came of it, as the outcome reads it (core/outcome.ts): the
+ * dispatcher's, and `sluice listen`'s forward to a handler on the consumer's machine.
+ */
+export async function exchange(request: PushRequest, transport: PushTransport, elapsed: () => number): Promise<PushResult> {
   try {
-    const answer = await deps.transport(request);
+    const answer = await transport(request);
     return { kind: 'response', status: answer.status, headers: answer.headers, body: answer.body, durationMs: elapsed() };
   } catch (error) {
     // A task Sluice cannot turn into a request (a header value the client refuses) never will be.
@@ -99,7 +107,7 @@ export async function signedRequest(
   const bytes = utf8(bodyText);
   const [signature, leaseToken] = await Promise.all([
     signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url, body: bytes, nowMs }),
-    signLeaseToken(deps.keyring, { taskId: task.id, leaseId: task.lease.id }, task.lease.leasedAt.getTime() + deps.maxLeaseMs, deps.issuer),
+    leaseTokenFor(task, deps),
   ]);
   const headers = attemptHeaders(task);
   if (task.body !== null) headers['content-type'] = task.contentType;
@@ -129,6 +137,16 @@ export async function signedRequest(
   }
   const sendsBody = task.method !== 'GET' && task.body !== null;
   return { url, method: task.method, headers, body: sendsBody ? bytes : null };
+}
+
+/** The lease's token: good for that one lease, for as long as it can be held. */
+export function leaseTokenFor(task: LeasedTask, deps: Pick<SigningDeps, 'keyring' | 'issuer' | 'maxLeaseMs'>): Promise<string> {
+  return signLeaseToken(
+    deps.keyring,
+    { taskId: task.id, leaseId: task.lease.id },
+    task.lease.leasedAt.getTime() + deps.maxLeaseMs,
+    deps.issuer,
+  );
 }
 
 /**

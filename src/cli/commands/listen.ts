@@ -6,11 +6,13 @@
  * lease to the handler's own calls, a 429/503 with Retry-After gives the task back for then,
  * anything else fails it. So a handler written for pushes runs unchanged against a deployed queue.
  */
-import { classifyPush, type PushResult } from '../../core/outcome.ts';
+import { classifyPush } from '../../core/outcome.ts';
 import { truncate } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
+import { exchange } from '../../dispatcher/push.ts';
+import { fetchTransport } from '../../dispatcher/transport.ts';
+import { utf8 } from '../../sdk/protocol/encoding.ts';
 import type { HttpMethod } from '../../sdk/protocol/wire.ts';
-import { networkReason } from '../api.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import type { Command, Context } from '../context.ts';
 import { seg } from '../context.ts';
@@ -143,42 +145,36 @@ class Listener {
     const api = this.#c.api.detached();
     const started = Date.now();
     const leaseLeftMs = Date.parse(task.lease.expires_at) - Date.now() - LEASE_MARGIN_MS;
-    let result: PushResult;
-    try {
-      const response = await fetch(task.push.url, {
+    // The exchange a pusher makes (dispatcher/push.ts), which Ctrl-C cuts short too.
+    const result = await exchange(
+      {
+        url: task.push.url,
         method: task.push.method,
         headers: task.push.headers,
-        ...(task.push.body_text === null ? {} : { body: task.push.body_text }),
-        redirect: 'manual',
-        signal: AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, leaseLeftMs))]),
-      });
-      const body = await response.text();
-      result = { kind: 'response', status: response.status, headers: headersOf(response), body, durationMs: Date.now() - started };
-    } catch (error) {
-      // Ctrl-C: the lease is given back by `run`.
-      if (signal.aborted) return;
-      // The handler is not there (not started yet, restarting): the task goes back unused, and
-      // pulling pauses a moment, rather than each task spending an attempt on it.
-      if (neverSent(error)) {
-        this.#pause = sleep(HANDLER_DOWN_PAUSE_MS, signal);
-        const why = `the handler cannot be reached (${networkReason(error)})`;
-        try {
-          await api.lease(task.lease.id, task.lease.token, 'release', {});
-          this.#open.delete(task.lease.id);
-          out.event(
-            { task_id: task.id, attempt: task.attempt, answer: 'unreachable', outcome: 'released' },
-            `task ${task.id}: ${why}: given back`,
-          );
-        } catch (e) {
-          if (!(e instanceof ApiError || e instanceof UnreachableError)) throw e;
-          out.warn(e, `task ${task.id} left to its lease`);
-        }
-        return;
+        body: task.push.body_text === null ? null : utf8(task.push.body_text),
+        timeoutMs: Math.max(1, leaseLeftMs),
+      },
+      fetchTransport((input, init) => fetch(input, { ...init, signal: AbortSignal.any([init?.signal ?? signal, signal]) })),
+      () => Date.now() - started,
+    );
+    // Ctrl-C: the lease is given back by `run`.
+    if (signal.aborted) return;
+    // The handler is not there (not started yet, restarting): the task goes back unused, and
+    // pulling pauses a moment, rather than each task spending an attempt on it.
+    if (result.kind === 'network' && !result.sent) {
+      this.#pause = sleep(HANDLER_DOWN_PAUSE_MS, signal);
+      try {
+        await api.lease(task.lease.id, task.lease.token, 'release', {});
+        this.#open.delete(task.lease.id);
+        out.event(
+          { task_id: task.id, attempt: task.attempt, answer: 'unreachable', outcome: 'released' },
+          `task ${task.id}: the handler cannot be reached at ${task.push.url}: given back`,
+        );
+      } catch (e) {
+        if (!(e instanceof ApiError || e instanceof UnreachableError)) throw e;
+        out.warn(e, `task ${task.id} left to its lease`);
       }
-      result =
-        (error as Error).name === 'TimeoutError'
-          ? { kind: 'timeout', durationMs: Date.now() - started }
-          : { kind: 'network', message: networkReason(error), sent: true, durationMs: Date.now() - started };
+      return;
     }
     // Answered (or let go): from here the lease is the handler's, or ended below, not ours to give back.
     this.#open.delete(task.lease.id);
@@ -242,21 +238,6 @@ class Listener {
       );
     }
   }
-}
-
-/** Failures that prove the request never reached the handler (nothing listening, no such host). */
-function neverSent(error: unknown): boolean {
-  const code = (error as { cause?: { code?: unknown } }).cause?.code;
-  return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
-}
-
-/** A lower-case header record, as the dispatcher reads an answer's. */
-function headersOf(response: Response): Record<string, string> {
-  const headers: Record<string, string> = {};
-  response.headers.forEach((value, name) => {
-    headers[name] = value;
-  });
-  return headers;
 }
 
 /** At most a result's limit of `text` in UTF-8 bytes, never splitting a character. */
