@@ -229,12 +229,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   const defaults = queueDefaults(config, input.queue);
   const issues: FieldIssue[] = [];
   // No url: the task is for a pull queue, which the route checks the queue is (api/pull.ts).
-  let url = input.url ?? defaults.url;
-  if (url !== null) {
-    const target = checkTarget(url, config.allowPrivateTargets);
-    if (target.ok) url = target.url.href;
-    else issues.push({ path: 'url', message: target.reason });
-  }
+  const url = checkedUrl('url', input.url ?? defaults.url, config, issues);
   const callback = resolveCallback(input, config, issues);
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
   if (input.lease_ms !== undefined && input.lease_ms > config.maxLeaseMs) {
@@ -337,24 +332,28 @@ function jsonDepth(value: unknown): number {
  */
 const CALLBACK_QUEUE = 'callbacks';
 
+/** A URL Sluice will push to, as the target check writes it; a refused one is an issue at `path`. */
+function checkedUrl(path: string, url: string | null, config: Config, issues: FieldIssue[]): string | null {
+  if (url === null) return null;
+  const target = checkTarget(url, config.allowPrivateTargets);
+  if (target.ok) return target.url.href;
+  issues.push({ path, message: target.reason });
+  return url;
+}
+
 /**
  * A task's callbacks, checked as its own URL is, with the retry settings the notification will
  * have (the queue `callbacks`'s, as configured when the task is enqueued).
  */
 function resolveCallback(input: EnqueueInput, config: Config, issues: FieldIssue[]): Callback | null {
-  const urls = { callback_url: input.callback_url ?? null, failure_callback_url: input.failure_callback_url ?? null };
-  for (const [field, url] of Object.entries(urls)) {
-    if (url === null) continue;
-    const target = checkTarget(url, config.allowPrivateTargets);
-    if (target.ok) urls[field as keyof typeof urls] = target.url.href;
-    else issues.push({ path: field, message: target.reason });
-  }
-  if (urls.callback_url === null && urls.failure_callback_url === null) return null;
+  const url = checkedUrl('callback_url', input.callback_url ?? null, config, issues);
+  const failureUrl = checkedUrl('failure_callback_url', input.failure_callback_url ?? null, config, issues);
+  if (url === null && failureUrl === null) return null;
   const d = queueDefaults(config, CALLBACK_QUEUE);
   return {
     queue: CALLBACK_QUEUE,
-    url: urls.callback_url,
-    failure_url: urls.failure_callback_url,
+    url,
+    failure_url: failureUrl,
     max_attempts: d.maxAttempts,
     backoff_initial_ms: d.backoff.initialMs,
     backoff_max_ms: d.backoff.maxMs,
@@ -380,22 +379,33 @@ function withTrace(input: EnqueueInput): Record<string, string> {
   return headers;
 }
 
+/** An enqueue request's trace context, read once for all its tasks (`requestTrace`). */
+export interface RequestTrace {
+  traceparent: string;
+  tracestate?: string;
+}
+
 /**
- * An enqueue request's trace context (its `traceparent` and `tracestate` headers), given to each
- * task that names none of its own. A malformed one is ignored, as W3C Trace Context asks of a
- * receiver: the task then starts no trace, and the enqueue does not fail for a tracer's fault.
+ * An enqueue request's trace context from its `traceparent` and `tracestate` headers, or `null`.
+ * A malformed one is ignored, as W3C Trace Context asks of a receiver: its tasks then start no
+ * trace, and the enqueue does not fail for a tracer's fault.
  */
-export function inheritTrace(item: unknown, traceparent: string | undefined, tracestate: string | undefined): unknown {
-  if (traceparent === undefined || parseTraceparent(traceparent) === null) return item;
-  if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;
+export function requestTrace(traceparent: string | undefined, tracestate: string | undefined): RequestTrace | null {
+  if (traceparent === undefined || parseTraceparent(traceparent) === null) return null;
+  return {
+    traceparent: traceparent.trim(),
+    ...(tracestate !== undefined && tracestateProblem(tracestate) === null ? { tracestate: tracestate.trim() } : {}),
+  };
+}
+
+/** The request's trace context, given to a task that names none of its own. */
+export function inheritTrace(item: unknown, trace: RequestTrace | null): unknown {
+  if (trace === null || item === null || typeof item !== 'object' || Array.isArray(item)) return item;
   const own = item as { traceparent?: unknown; tracestate?: unknown; headers?: unknown };
   const headers = own.headers !== null && typeof own.headers === 'object' ? Object.keys(own.headers) : [];
   if (own.traceparent !== undefined || headers.some((h) => h.toLowerCase() === TRACEPARENT)) return item;
-  const state =
-    own.tracestate === undefined && tracestate !== undefined && tracestateProblem(tracestate) === null
-      ? { tracestate: tracestate.trim() }
-      : {};
-  return { ...item, traceparent: traceparent.trim(), ...state };
+  const state = own.tracestate === undefined && trace.tracestate !== undefined ? { tracestate: trace.tracestate } : {};
+  return { ...item, traceparent: trace.traceparent, ...state };
 }
 
 /**

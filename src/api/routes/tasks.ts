@@ -11,7 +11,7 @@ import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
-import { batchSchema, checkTask, inheritTrace } from '../schemas.ts';
+import { batchSchema, checkTask, inheritTrace, requestTrace } from '../schemas.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
 import { taskDetailView, taskStateView, taskView } from '../views.ts';
 
@@ -19,7 +19,7 @@ export const tasks = new Hono<AppEnv>();
 
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const [view] = await enqueue(c, await validateTasks(c, [traced(c, raw)], ''));
+  const [view] = await enqueue(c, await validateTasks(c, [inheritTrace(raw, trace(c))], ''));
   // 200: an existing task answers, a dedup hit or the task a debounced enqueue joined.
   return c.json(view, view?.deduplicated || view?.debounced ? 200 : 201);
 });
@@ -28,11 +28,12 @@ tasks.post('/batch', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.batchRequestBytes);
   const parsed = batchSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const inherited = trace(c);
   const tasks = await enqueue(
     c,
     await validateTasks(
       c,
-      parsed.data.tasks.map((item) => traced(c, item)),
+      parsed.data.tasks.map((item) => inheritTrace(item, inherited)),
       'tasks',
     ),
   );
@@ -79,8 +80,8 @@ tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
 
-/** A task given the enqueue request's trace context when it names none of its own. */
-const traced = (c: Context<AppEnv>, item: unknown) => inheritTrace(item, c.req.header('traceparent'), c.req.header('tracestate'));
+/** The enqueue request's trace context, which its tasks that name none of their own take. */
+const trace = (c: Context<AppEnv>) => requestTrace(c.req.header('traceparent'), c.req.header('tracestate'));
 
 /**
  * Validates every item first, so a batch with one bad task writes nothing; then that each task
