@@ -133,16 +133,14 @@ export async function startNodeSluice(options: {
             maxSleepMs: options.maxSleepMs ?? 30_000,
           },
         );
-  // Pulls waiting for work (api/pull.ts): woken by this process's pokes and the other instances'.
+  // Pulls waiting for work (api/pull.ts) are woken as dispatch is: by this process's pokes and
+  // the other instances'.
   const waiters = new WorkWaiters();
-  const channel = startWakeChannel({
-    databaseUrl: config.databaseUrl,
-    db,
-    onPoke: (poke: Poke) => {
-      loop?.wake(poke.atMs);
-      waiters.wake(poke, Date.now());
-    },
-  });
+  const wake = (poke: Poke) => {
+    loop?.wake(poke.atMs);
+    waiters.wake(poke, Date.now());
+  };
+  const channel = startWakeChannel({ databaseUrl: config.databaseUrl, db, onPoke: wake });
   // A long-lived process has no invocation to extend: background work just runs.
   const ctx = {
     waitUntil: (p: Promise<unknown>) => void p.catch((e) => console.error('sluice: background work failed', e)),
@@ -167,8 +165,7 @@ export async function startNodeSluice(options: {
     openDb: () => shared,
     ...(spans ? { spans } : {}),
     poke(poke) {
-      loop?.wake(poke.atMs);
-      waiters.wake(poke, Date.now());
+      wake(poke);
       channel.announce(poke);
     },
     awaitWork: (queue, ms) => waiters.wait(queue, ms),

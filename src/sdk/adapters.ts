@@ -7,6 +7,7 @@
  * Typed by shape, so the SDK depends on none of these frameworks.
  */
 import { createHandler, type HandlerOptions, type TaskFunction } from './handler.ts';
+import { fromBase64 } from './protocol/encoding.ts';
 
 /** What an Express or `node:http` request is, for a receiver: its head, and its body unread or raw. */
 export interface NodeRequestLike extends AsyncIterable<Uint8Array> {
@@ -43,7 +44,7 @@ export function sluiceExpress<R>(fn: TaskFunction<R>, options: HandlerOptions) {
         headers: nodeHeaders(req.headers),
         body: body as BodyInit,
       });
-      await writeNode(res, await handle(request, inProcess()));
+      await writeNode(res, await handle(request));
     } catch (error) {
       if (next) next(error);
       else {
@@ -67,10 +68,7 @@ export function sluiceFastify<R>(fn: TaskFunction<R>, options: HandlerOptions & 
     scope.post(options.path, async (request, reply) => {
       const body = request.body instanceof Uint8Array ? request.body : new Uint8Array();
       const url = `${request.protocol}://${request.host}${request.url}`;
-      const response = await handle(
-        new Request(url, { method: 'POST', headers: nodeHeaders(request.headers), body: body as BodyInit }),
-        inProcess(),
-      );
+      const response = await handle(new Request(url, { method: 'POST', headers: nodeHeaders(request.headers), body: body as BodyInit }));
       reply.code(response.status);
       response.headers.forEach((value, name) => {
         reply.header(name, value);
@@ -141,17 +139,13 @@ export function sluiceLambda<R>(fn: TaskFunction<R>, options: HandlerOptions) {
       event.body == null ? new Uint8Array() : event.isBase64Encoded ? fromBase64(event.body) : new TextEncoder().encode(event.body);
     const method = event.requestContext?.http?.method ?? event.httpMethod ?? 'POST';
     const response = await handle(new Request(url, { method, headers, body: body as BodyInit }));
-    const out: Record<string, string> = {};
-    response.headers.forEach((value, name) => {
-      out[name] = value;
-    });
-    return { statusCode: response.status, headers: out, body: await response.text(), isBase64Encoded: false };
+    return {
+      statusCode: response.status,
+      headers: Object.fromEntries(response.headers),
+      body: await response.text(),
+      isBase64Encoded: false,
+    };
   };
-}
-
-/** Background work (lease mode) simply runs on in a long-lived process. */
-function inProcess() {
-  return { waitUntil: (p: Promise<unknown>) => void p.catch(() => {}) };
 }
 
 async function rawBody(req: NodeRequestLike): Promise<Uint8Array> {
@@ -191,11 +185,4 @@ async function writeNode(res: NodeResponseLike, response: Response): Promise<voi
     res.setHeader(name, value);
   });
   res.end(new Uint8Array(await response.arrayBuffer()));
-}
-
-function fromBase64(text: string): Uint8Array {
-  const binary = atob(text);
-  const out = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
-  return out;
 }
