@@ -65,3 +65,13 @@ export function useNodeBeside(f: WorkerFixture, extra: Record<string, string> = 
   });
   return side;
 }
+
+/** One JSON call to Sluice's API with a bearer token (a key, a lease token): its status and answer. */
+export async function apiCall(base: string, token: string, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}

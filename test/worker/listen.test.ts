@@ -13,7 +13,7 @@ import { RetryAfterError } from '../../src/sdk/errors.ts';
 import { createHandler } from '../../src/sdk/handler.ts';
 import { spawnCli } from '../helpers/cli.ts';
 import type { TestDatabase } from '../helpers/db.ts';
-import { useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
+import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const VARS = { SLUICE_QUEUES: JSON.stringify({ dev: { pull: true } }) };
 const f = useWorkerFixture(() => VARS);
@@ -61,14 +61,7 @@ async function startHandler(sluiceUrl: string) {
   };
 }
 
-async function call(base: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${f.secrets.apiKey}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const call = (base: string, method: string, path: string, body?: unknown) => apiCall(base, f.secrets.apiKey, method, path, body);
 
 async function statuses(db: TestDatabase['db']): Promise<Record<string, string>> {
   const rows = await db.query<{ n: number; status: string }>(

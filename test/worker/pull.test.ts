@@ -8,7 +8,7 @@ import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { verifyPush } from '../../src/sdk/protocol/signature.ts';
 import type { TestDatabase } from '../helpers/db.ts';
-import { useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
+import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const CAP = 4;
 const VARS = {
@@ -26,14 +26,8 @@ interface Pulled {
   push?: { url: string; method: string; headers: Record<string, string>; body_text: string | null };
 }
 
-async function call(base: string, method: string, path: string, body?: unknown, token = f.secrets.apiKey) {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const call = (base: string, method: string, path: string, body?: unknown, token = f.secrets.apiKey) =>
+  apiCall(base, token, method, path, body);
 
 const pull = async (base: string, queue: string, request: Record<string, unknown> = {}) => {
   const answer = await call(base, 'POST', `/v1/queues/${queue}/lease`, request, f.secrets.pullKey);
