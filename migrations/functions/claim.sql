@@ -296,7 +296,14 @@ begin
         select k.id, k.lane, k.served, least(room.value, rate_room.value) as room, key_rate.value as key_rate
         from sluice.lanes k
         -- A key's hold and learnt limit, as the queue's above (keyless tasks learn at the queue).
-        left join sluice.levels kv on kv.queue = k.queue and kv.lane = k.lane and k.lane <> ''
+        -- Probed lane by lane (the limit keeps it a nested loop), so that the walk stays an
+        -- ordered scan of lanes_walk that stops at the budget. As a plain join, the planner
+        -- hashed sluice.levels and then had to work out the room of every due lane before
+        -- sorting them all: a pass's cost grew with the number of keys with due work.
+        left join lateral (
+          select lv.effective, lv.held_until from sluice.levels lv
+          where lv.queue = k.queue and lv.lane = k.lane and k.lane <> '' limit 1
+        ) kv on true
         cross join lateral (
           select case when k.lane = '' then null else coalesce(
             (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
