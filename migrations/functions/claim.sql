@@ -311,7 +311,12 @@ begin
             b.key_concurrency
           ) end as value,
           b.adaptive and kv.effective is not null as learnt
+          offset 0
         ) lim
+        -- `offset 0` keeps this and the limit above each a subquery worked out once per lane: pulled
+        -- up, their expressions were copied wherever they are used (the filter, the select, each
+        -- branch of the case), and the key's limit was looked up and its leases counted several
+        -- times over (a keyed pass of 32: 4% of its time).
         -- Its room: the limit less the tasks holding its slots. The learnt rule is called only where
         -- the key has learnt something: its arguments hold subqueries, so it runs as a call, not
         -- inlined, and a call per lane per pass is what a keyed claim cannot afford.
@@ -327,6 +332,7 @@ begin
                               where t.status = 'leased' and t.lease_expires_at > v_now
                                 and t.queue = k.queue and t.lane = k.lane)
                            - waiting.n end as value
+          offset 0
         ) room
         -- The key's rate: the one its first task gave, else the queue's key_rate.
         cross join lateral (
