@@ -8,7 +8,7 @@ import type { LeasedTask } from '../src/core/types.ts';
 import { taskClaimBatch } from '../src/db/claim.ts';
 import type { OpenDb } from '../src/db/db.ts';
 import { taskInsertMany } from '../src/db/enqueue.ts';
-import { leaseSettleMany } from '../src/db/settle.ts';
+import { leaseEnding, leaseSettleMany } from '../src/db/settle.ts';
 import { migrateDatabase } from '../src/node/migrations.ts';
 import { openPgDb } from '../src/node/pg-db.ts';
 import { startEmbeddedPostgres } from '../src/node/postgres.ts';
@@ -149,14 +149,7 @@ try {
         // As a push's end would: the lease ends in one statement, outside the lock.
         await leaseSettleMany(
           db,
-          batch.map((t) => ({
-            taskId: t.id,
-            leaseId: t.lease.id,
-            leasedAt: t.lease.leasedAt,
-            attempt: t.attempts,
-            settlement: { status: 'succeeded', result: null, httpStatus: 200 },
-            durationMs: 0,
-          })),
+          batch.map((t) => leaseEnding(t, { status: 'succeeded', result: null, httpStatus: 200 }, 0)),
         );
         return batch.length;
       },

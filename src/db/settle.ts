@@ -33,6 +33,18 @@ export interface LeaseSettlement {
   signal?: { signal: Signal; queue: string; concurrencyKey: string | null; deferrals: number } | null;
 }
 
+/**
+ * A lease's end as `leaseSettleMany` takes it, for a task as it was leased: the attempt is the
+ * task's attempt count at its claim (the attempts row it writes is keyed by it).
+ */
+export function leaseEnding(
+  task: Pick<LeasedTask, 'id' | 'attempts' | 'lease'>,
+  settlement: Settlement,
+  durationMs: number | null,
+): LeaseSettlement {
+  return { taskId: task.id, leaseId: task.lease.id, leasedAt: task.lease.leasedAt, attempt: task.attempts, settlement, durationMs };
+}
+
 /** As the caller asks: a lease not yet past its expiry, one past it, or either. */
 const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expires_at > now()
                                  when 'expired' then t.lease_expires_at <= now()
@@ -182,13 +194,6 @@ export function leasesTakeBack(
   const nowMs = Date.now();
   return leaseSettleMany(
     db,
-    tasks.map((t) => ({
-      taskId: t.id,
-      leaseId: t.lease.id,
-      leasedAt: t.lease.leasedAt,
-      attempt: t.attempts,
-      durationMs: null,
-      settlement: takenBack(error, nowMs),
-    })),
+    tasks.map((t) => leaseEnding(t, takenBack(error, nowMs), null)),
   );
 }

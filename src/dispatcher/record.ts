@@ -9,6 +9,7 @@ import type { LeasedTask } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { leaseNote } from '../db/leases.ts';
 import { levelsLearnUnanswered } from '../db/levels.ts';
+import { leaseEnding } from '../db/settle.ts';
 import type { Meter } from './meter.ts';
 import type { RunReport } from './report.ts';
 import { withDbRetry } from './retry-db.ts';
@@ -74,12 +75,7 @@ export function outcomeRecorder(deps: RecordDeps) {
     let held: boolean;
     try {
       held = await settler.settle({
-        taskId: task.id,
-        leaseId: task.lease.id,
-        leasedAt: task.lease.leasedAt,
-        attempt: task.attempts,
-        settlement,
-        durationMs,
+        ...leaseEnding(task, settlement, durationMs),
         // An expired lease is no answer: the reaper's settlement says nothing of the endpoint.
         ...(require
           ? { require }

@@ -15,7 +15,7 @@ import { storable } from '../../core/text.ts';
 import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
-import { leaseSettleMany } from '../../db/settle.ts';
+import { leaseEnding, leaseSettleMany } from '../../db/settle.ts';
 import { leaseWait } from '../../db/waits.ts';
 import { verifyLeaseToken } from '../../security/lease-token.ts';
 import type { Answer, leaseEnded, leaseExtended, leaseWaiting } from '../answers.ts';
@@ -151,19 +151,8 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
 
 /** Ends a held lease by a lease call: the task's status after, or `null` when the lease was no longer held and unexpired. */
 async function endLease(db: Db, task: Task, call: LeaseCall): Promise<TaskStatus | null> {
-  const lease = task.lease!;
   const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
-  const held = await leaseSettleMany(db, [
-    {
-      taskId: task.id,
-      leaseId: lease.id,
-      leasedAt: lease.leasedAt,
-      attempt: task.attempts,
-      settlement,
-      durationMs: null,
-      require: 'unexpired',
-    },
-  ]);
+  const held = await leaseSettleMany(db, [{ ...leaseEnding({ ...task, lease: task.lease! }, settlement, null), require: 'unexpired' }]);
   return held.get(task.id) ?? null;
 }
 
