@@ -7,7 +7,7 @@
  * anything else fails it. So a handler written for pushes runs unchanged against a deployed queue.
  */
 import { classifyPush } from '../../core/outcome.ts';
-import { truncate } from '../../core/text.ts';
+import { storable, truncate } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
 import { exchange } from '../../dispatcher/push.ts';
 import { fetchTransport } from '../../dispatcher/transport.ts';
@@ -95,8 +95,9 @@ class Listener {
 
   async run(): Promise<void> {
     const { api, out, signal } = this.#c;
-    // Pulls go out on a signal Ctrl-C does not abort (see WAIT_MS), within --timeout.
-    const puller = api.detached(api.timeoutMs);
+    // Pulls go out on a signal Ctrl-C does not abort (see WAIT_MS), within --timeout, never
+    // shorter than a long poll: one cut short might lease tasks for nobody.
+    const puller = api.detached(Math.max(api.timeoutMs, WAIT_MS + 5_000));
     out.note(`listening on queue ${this.#queue}, forwarding to ${this.#forwardTo} (Ctrl-C to stop)`);
     let failures = 0;
     try {
@@ -157,8 +158,9 @@ class Listener {
       fetchTransport((input, init) => fetch(input, { ...init, signal: AbortSignal.any([init?.signal ?? signal, signal]) })),
       () => Date.now() - started,
     );
-    // Ctrl-C: the lease is given back by `run`.
-    if (signal.aborted) return;
+    // Ctrl-C cut the exchange short: the lease is given back by `run`. An answer the handler
+    // gave all the same is relayed (on the detached client), not thrown away.
+    if (signal.aborted && result.kind !== 'response') return;
     // The handler is not there (not started yet, restarting): the task goes back unused, and
     // pulling pauses a moment, rather than each task spending an attempt on it.
     if (result.kind === 'network' && !result.sent) {
@@ -184,7 +186,12 @@ class Listener {
     try {
       switch (outcome.type) {
         case 'succeeded':
-          await api.lease(task.lease.id, task.lease.token, 'complete', outcome.result === null ? {} : { result: cut(outcome.result) });
+          await api.lease(
+            task.lease.id,
+            task.lease.token,
+            'complete',
+            outcome.result === null ? {} : { result: cut(storable(outcome.result)) },
+          );
           done = 'completed';
           break;
         case 'lease_kept':
@@ -196,7 +203,7 @@ class Listener {
           break;
         case 'failed':
           await api.lease(task.lease.id, task.lease.token, 'fail', {
-            error: truncate(outcome.error, LIMITS.errorChars),
+            error: storable(truncate(outcome.error, LIMITS.errorChars)),
             retry: outcome.retryable,
           });
           done = outcome.retryable ? 'failed: retried' : 'failed: not retried (Sluice-Retry: false)';
