@@ -30,10 +30,17 @@ import { bodyView } from './views.ts';
  */
 const RECHECK_MS = 1_000;
 /**
- * The shortest. The next-due probe covers every queue: a busy rate-limited queue elsewhere, or
- * an expired lease not reaped yet, would otherwise make an idle consumer claim many times a second.
+ * The shortest wait for a due time. The next-due probe covers every queue: a busy rate-limited
+ * queue elsewhere, or an expired lease not reaped yet, would otherwise make an idle consumer
+ * claim many times a second.
  */
 const MIN_RECHECK_MS = 100;
+/**
+ * The shortest time between one pull's passes, however many pokes wake it: under a cluster cap a
+ * lease's end anywhere wakes every waiting pull (core/wake.ts `pokeLeaseEnded`). Short, since an
+ * enqueue's poke may be one of them.
+ */
+const PASS_GAP_MS = 25;
 
 /** Whether `queue` is consumed by pulling: its run-time override, else SLUICE_QUEUES. */
 export async function isPulled(db: Db, config: Config, queue: string): Promise<boolean> {
@@ -100,12 +107,16 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
   const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: claimQueuesJson(ctx.config), pull: queue };
   /** The wait under way, if it has not ended yet (a due time may have cut it short). */
   let waiting: Promise<'woken'> | null = null;
+  let claimedAt = Number.NEGATIVE_INFINITY;
   for (;;) {
+    const early = claimedAt + PASS_GAP_MS - Date.now();
+    if (early > 0) await Promise.race([sleep(early), gone]);
     if (ctx.signal.aborted) return [];
     // Waiting from before the claim: a poke for work committed while it ran is not missed.
     const left = deadline - Date.now();
     if (waiting === null && left > 0) waiting = waitFor(ctx, queue, Math.min(left, RECHECK_MS)).then(() => 'woken' as const);
     const woken = left > 0 ? waiting : null;
+    claimedAt = Date.now();
     const tasks = await taskClaimBatch(ctx.db, limits);
     if (tasks.length > 0 && ctx.signal.aborted) {
       // The consumer left while the claim ran: nobody would hold these.
@@ -117,8 +128,15 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
       // is the dispatcher's to reap (as a pushed lease's), so it is told when the first comes
       // (the lease's length travels, not the database's instant: core/wake.ts `pokeForTasks`).
       const leaseMs = Math.min(...tasks.map((t) => t.lease.expiresAt.getTime() - t.lease.leasedAt.getTime()));
-      ctx.poke({ atMs: Date.now() + leaseMs, tasks: 0 });
-      return pulledViews(ctx, tasks, request.pushTo);
+      try {
+        ctx.poke({ atMs: Date.now() + leaseMs, tasks: 0 });
+        return await pulledViews(ctx, tasks, request.pushTo);
+      } catch (error) {
+        // Never answered, the leases would be held for nobody until they expire (an attempt
+        // each): they go back first.
+        await leasesTakeBack(ctx.db, tasks, 'the pull failed before it was answered');
+        throw error;
+      }
     }
     if (woken === null) return [];
     // Sooner than the recheck when something comes due before it (this queue's or not).
