@@ -18,6 +18,14 @@ export interface Poke {
 export const pokeNow = (nowMs: number, tasks = 1): Poke => ({ atMs: nowMs, tasks });
 
 /**
+ * The poke a lease's end makes: its slot is free now. Without a cluster cap only its own queue
+ * (its queue's limit, its key's) can use that slot, so only that queue's waiting pulls wake;
+ * under a cap any queue may.
+ */
+export const pokeLeaseEnded = (nowMs: number, queue: string, clusterCap: number | null): Poke =>
+  clusterCap === null ? { atMs: nowMs, tasks: 1, queues: [queue] } : pokeNow(nowMs);
+
+/**
  * The poke an enqueue makes: due at the earliest `run_at` among the new tasks. A task's
  * `run_at` and `created_at` are both the database's instants; what travels is the wait between
  * them, from `nowMs` (this process's clock), so a clock off the database's wakes dispatch on

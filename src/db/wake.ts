@@ -14,10 +14,17 @@ export interface WakeMessage {
   from: string;
   inMs: number;
   tasks: number;
+  /** The poke's queues, when it names them (waiting pulls of other queues stay asleep). */
+  queues?: string[];
 }
 
 export async function wakeNotify(db: Queryable, from: string, poke: Poke, nowMs: number): Promise<void> {
-  const message: WakeMessage = { from, inMs: Math.max(0, poke.atMs - nowMs), tasks: poke.tasks };
+  const message: WakeMessage = {
+    from,
+    inMs: Math.max(0, poke.atMs - nowMs),
+    tasks: poke.tasks,
+    ...(poke.queues ? { queues: [...poke.queues] } : {}),
+  };
   await db.query('select pg_notify($1, $2)', [WAKE_CHANNEL, JSON.stringify(message)]);
 }
 
@@ -25,7 +32,8 @@ export async function wakeNotify(db: Queryable, from: string, poke: Poke, nowMs:
 export function parseWakeMessage(payload: string | undefined): WakeMessage | null {
   try {
     const m = JSON.parse(payload ?? '') as Partial<WakeMessage>;
-    if (typeof m.from === 'string' && typeof m.inMs === 'number' && typeof m.tasks === 'number') return m as WakeMessage;
+    const queues = m.queues === undefined || (Array.isArray(m.queues) && m.queues.every((q) => typeof q === 'string'));
+    if (typeof m.from === 'string' && typeof m.inMs === 'number' && typeof m.tasks === 'number' && queues) return m as WakeMessage;
   } catch {
     // Not ours: ignored.
   }

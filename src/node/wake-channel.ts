@@ -47,7 +47,9 @@ export function startWakeChannel(options: {
     c.on('notification', (n) => {
       if (n.channel !== WAKE_CHANNEL) return;
       const message = parseWakeMessage(n.payload);
-      if (message && message.from !== self) onPoke({ atMs: Date.now() + message.inMs, tasks: message.tasks });
+      if (message && message.from !== self) {
+        onPoke({ atMs: Date.now() + message.inMs, tasks: message.tasks, ...(message.queues ? { queues: message.queues } : {}) });
+      }
     });
     c.on('error', () => reopen(c));
     c.on('end', () => reopen(c));
@@ -92,7 +94,8 @@ export function startWakeChannel(options: {
 
   return {
     announce(poke) {
-      pending = pending ? { atMs: Math.min(pending.atMs, poke.atMs), tasks: pending.tasks + poke.tasks } : poke;
+      // Merged pokes name queues only while each did: one that names none concerns them all.
+      pending = pending ? mergePokes(pending, poke) : poke;
       if (!sending) void send();
     },
     async close() {
@@ -103,4 +106,9 @@ export function startWakeChannel(options: {
       await c?.end().catch(() => {});
     },
   };
+}
+
+function mergePokes(a: Poke, b: Poke): Poke {
+  const merged: Poke = { atMs: Math.min(a.atMs, b.atMs), tasks: a.tasks + b.tasks };
+  return a.queues && b.queues ? { ...merged, queues: [...new Set([...a.queues, ...b.queues])] } : merged;
 }

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { isStall, nextShard, pokeForTasks, shardsToWake, stallDelayMs, WorkWaiters, wakeAt } from '../../src/core/wake.ts';
+import { isStall, nextShard, pokeForTasks, pokeLeaseEnded, shardsToWake, stallDelayMs, WorkWaiters, wakeAt } from '../../src/core/wake.ts';
+import { parseWakeMessage } from '../../src/db/wake.ts';
 
 describe('pokeForTasks', () => {
   const now = 1_000_000;
@@ -113,5 +114,26 @@ describe('WorkWaiters', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('a lease that ends', () => {
+  it('wakes only its own queue without a cluster cap, every queue under one', () => {
+    expect(pokeLeaseEnded(1_000, 'mail', null)).toEqual({ atMs: 1_000, tasks: 1, queues: ['mail'] });
+    expect(pokeLeaseEnded(1_000, 'mail', 8)).toEqual({ atMs: 1_000, tasks: 1 });
+  });
+});
+
+describe('wake messages between instances', () => {
+  it('carry the queues a poke names, and refuse what is not a list of names', () => {
+    expect(parseWakeMessage(JSON.stringify({ from: 'x', inMs: 0, tasks: 1, queues: ['a'] }))).toEqual({
+      from: 'x',
+      inMs: 0,
+      tasks: 1,
+      queues: ['a'],
+    });
+    expect(parseWakeMessage(JSON.stringify({ from: 'x', inMs: 0, tasks: 1 }))).toEqual({ from: 'x', inMs: 0, tasks: 1 });
+    expect(parseWakeMessage(JSON.stringify({ from: 'x', inMs: 0, tasks: 1, queues: [1] }))).toBeNull();
+    expect(parseWakeMessage(JSON.stringify({ from: 'x', inMs: 0, tasks: 1, queues: 'a' }))).toBeNull();
   });
 });

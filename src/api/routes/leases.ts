@@ -13,6 +13,7 @@ import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
 import { storable } from '../../core/text.ts';
 import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
+import { pokeLeaseEnded } from '../../core/wake.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
 import { leaseEnding, leaseSettleMany } from '../../db/settle.ts';
@@ -53,7 +54,7 @@ leases.post('/:lease/heartbeat', async (c) => {
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
   if (task.cancelRequestedAt !== null) {
     await endLease(c.var.db, task, { kind: 'cancelled' });
-    c.var.poke();
+    c.var.poke(pokeLeaseEnded(Date.now(), task.queue, c.var.config.clusterCap));
     throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
   }
   throw lostOrCancelled((await leaseFind(c.var.db, task.id, leaseId))?.task ?? null, 'the lease expired or reached its maximum length');
@@ -140,7 +141,7 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   if (!found?.current) throw lostOrCancelled(found?.task ?? null);
   const status = await endLease(c.var.db, found.task, call);
   if (status) {
-    c.var.poke();
+    c.var.poke(pokeLeaseEnded(Date.now(), found.task.queue, c.var.config.clusterCap));
     return c.json({ task_id: found.task.id, status } satisfies Answer<typeof leaseEnded>);
   }
   const now = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
