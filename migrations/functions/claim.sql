@@ -216,13 +216,17 @@ begin
     update sluice.lanes k set head_priority = least(k.head_priority, locked.priority)
     from locked where k.id = locked.id
   )
+  -- The window moves on only for the dispatcher's passes: its next-due probe (src/db/due.ts)
+  -- reads "promoted" as "seen by a pass that could claim it", and a consumer's pass (p_pull)
+  -- claims from its own queue only. Its lowered hints stay: a hint may be too good, never too poor.
   update sluice.promotion set promoted_to = case
     when exists (
       select 1 from came_due d join sluice.lanes k on k.queue = d.queue and k.lane = d.lane
       where k.id not in (select id from locked) and (k.head_priority is null or k.head_priority > d.priority)
     ) then promoted_to
     else v_now
-  end;
+  end
+  where p_pull is null;
 
   loop
     v_round := v_round + 1;
@@ -304,6 +308,10 @@ begin
           select lv.effective, lv.held_until from sluice.levels lv
           where lv.queue = k.queue and lv.lane = k.lane and k.lane <> '' limit 1
         ) kv on true
+        -- The key's limit (`lim`) and its room (`room`, below) each end in `offset 0`, which keeps
+        -- them subqueries worked out once per lane: pulled up, their expressions were copied
+        -- wherever they are used (the filter, the select, each branch of the case), and the key's
+        -- limit was looked up and its leases counted several times over (a keyed pass of 32: 4%).
         cross join lateral (
           select case when k.lane = '' then null else coalesce(
             (select kl."limit" from sluice.key_limits kl where kl.queue = k.queue and kl.concurrency_key = substr(k.lane, 3)),
@@ -313,10 +321,6 @@ begin
           b.adaptive and kv.effective is not null as learnt
           offset 0
         ) lim
-        -- `offset 0` keeps this and the limit above each a subquery worked out once per lane: pulled
-        -- up, their expressions were copied wherever they are used (the filter, the select, each
-        -- branch of the case), and the key's limit was looked up and its leases counted several
-        -- times over (a keyed pass of 32: 4% of its time).
         -- Its room: the limit less the tasks holding its slots. The learnt rule is called only where
         -- the key has learnt something: its arguments hold subqueries, so it runs as a call, not
         -- inlined, and a call per lane per pass is what a keyed claim cannot afford.

@@ -57,6 +57,22 @@ describe('nextDueInMs', () => {
     expect(await nextDueInMs(t.db)).toBe(0);
   });
 
+  it("a pull consumer's pass does not hide a pushed task that came due from the dispatcher", async () => {
+    const task = await enqueue({ delayMs: 60_000 });
+    // It came due a moment ago, after the dispatcher's last pass.
+    await t.db.query(
+      `update sluice.tasks set created_at = now() - interval '2 seconds', run_at = now() - interval '1 second' where id = $1`,
+      [task.id],
+    );
+    expect(await nextDueInMs(t.db)).toBe(0);
+    // A consumer of another queue claims (nothing): only the dispatcher would push the task, so
+    // it stays due now for the dispatcher's probe.
+    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{"inbox":{"pull":true}}', pull: 'inbox' })).toEqual([]);
+    expect(await nextDueInMs(t.db)).toBe(0);
+    // The dispatcher's own pass takes it, and then nothing waits on time.
+    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}' })).toMatchObject([{ id: task.id }]);
+  });
+
   it('does not count finished tasks, or due tasks held back by a limit', async () => {
     const done = await enqueue({ delayMs: 1_000 });
     await t.db.query(`update sluice.tasks set status = 'cancelled', finished_at = now() where id = $1`, [done.id]);
