@@ -95,10 +95,12 @@ async function exercise(base: string, db: TestDatabase['db'], name: string) {
   const after = await db.query<{ n: number }>(`select count(*)::int as n from sluice.all_tasks where queue = 'callbacks'`);
   expect(after[0]!.n).toBe(3);
 
-  // A dead task redriven keeps whom to tell.
+  // A dead task redriven keeps whom to tell: dead again, it is told again.
   const redriven = await call(base, 'POST', `/v1/tasks/${dead.body.id}/retry`);
   expect(redriven.status).toBe(200);
   expect(redriven.body).toMatchObject({ status: 'pending', failure_callback_url: at('mourned') });
+  const mournedAgain = await pushesTo(`/${name}/mourned`, 2);
+  expect(JSON.parse(mournedAgain[1]!.text)).toMatchObject({ task_id: dead.body.id, status: 'dead' });
 
   // A callback URL is checked as a task's own is.
   const refused = await call(base, 'POST', '/v1/tasks', { url: at('work'), callback_url: 'ftp://example.com/x' });

@@ -74,6 +74,7 @@ async function exercise(base: string, db: TestDatabase['db']) {
   const handler = await startHandler(base);
   const target = { url: base, env: { SLUICE_URL: base, SLUICE_API_KEY: f.secrets.pullKey } };
   const listening = spawnCli(target, ['listen', '--queue', 'dev', '--forward-to', `${handler.url}/task`, '--json']);
+  let nowhere: ReturnType<typeof spawnCli> | null = null;
   try {
     // Respond mode: 1 is completed with the handler's answer; 2 is deferred once (Retry-After), then done.
     for (const n of [1, 2]) expect((await call(base, 'POST', '/v1/tasks', { queue: 'dev', body: { n } })).status).toBe(201);
@@ -116,11 +117,12 @@ async function exercise(base: string, db: TestDatabase['db']) {
 
     // A handler that cannot be reached (nothing listening there): the task goes back unused.
     const closed = `http://127.0.0.1:${await freePort()}/task`;
-    const nowhere = spawnCli(target, ['listen', '--queue', 'dev', '--forward-to', closed, '--json']);
+    const down = spawnCli(target, ['listen', '--queue', 'dev', '--forward-to', closed, '--json']);
+    nowhere = down;
     expect((await call(base, 'POST', '/v1/tasks', { queue: 'dev', body: { n: 10 } })).status).toBe(201);
-    await expect.poll(() => nowhere.output.stdout.includes('"outcome":"released"'), { timeout: 20_000, interval: 50 }).toBe(true);
-    nowhere.child.kill('SIGINT');
-    expect(await nowhere.exited).toBe(0);
+    await expect.poll(() => down.output.stdout.includes('"outcome":"released"'), { timeout: 20_000, interval: 50 }).toBe(true);
+    down.child.kill('SIGINT');
+    expect(await down.exited).toBe(0);
     const back = await db.query<{ n: number; status: string; attempts: number }>(
       `select (body::jsonb ->> 'n')::int as n, status, attempts from sluice.tasks where queue = 'dev' order by 1`,
     );
@@ -130,7 +132,7 @@ async function exercise(base: string, db: TestDatabase['db']) {
       { n: 10, status: 'pending', attempts: 0 },
     ]);
   } finally {
-    if (listening.child.exitCode === null) listening.child.kill('SIGKILL');
+    for (const cli of [listening, nowhere]) if (cli && cli.child.exitCode === null) cli.child.kill('SIGKILL');
     handler.release();
     await handler.close();
   }
