@@ -14,6 +14,7 @@
  *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
  *   --features      every task in a W3C trace (traceparent), every tenth with a callback_url
  *                   (its notification is a task too: counted apart, not in pushes/s)
+ *   --keys n        tasks spread over n concurrency keys, each at most 4 at once (the keyed walk)
  *   --pull n        a pull queue instead: n consumers in this process long-poll it (POST
  *                   /v1/queues/sustain/lease, up to 50 a pull) and complete each task with its
  *                   lease; "pushed" then counts tasks pulled, and latency runs to the pull's answer
@@ -45,18 +46,23 @@ const { values } = parseArgs({
     worker: { type: 'boolean', default: false },
     features: { type: 'boolean', default: false },
     pull: { type: 'string' },
+    keys: { type: 'string' },
   },
 });
 const consumers = values.pull === undefined ? 0 : Number(values.pull);
 if (values.pull !== undefined && !(Number.isInteger(consumers) && consumers > 0))
   throw new Error('--pull: a number of consumers, at least 1');
+const keys = values.keys === undefined ? 0 : Number(values.keys);
+if (values.keys !== undefined && !(Number.isInteger(keys) && keys > 0)) throw new Error('--keys: a number of keys, at least 1');
+/** Each key's limit with --keys: enough for the rate, few enough that keys fill and the walk skips them. */
+const KEY_LIMIT = 4;
 const rate = Number(values.rate);
 const durationMs = Number(values.minutes) * 60_000;
 const batch = Number(values.batch);
 const sampleMs = Number(values['sample-s']) * 1000;
 if (![rate, durationMs, batch, sampleMs].every((x) => Number.isFinite(x) && x > 0))
   throw new Error('--rate, --minutes, --batch, --sample-s: positive numbers');
-const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)'}${consumers ? `, pulled by ${consumers} consumers` : ''}`;
+const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)'}${consumers ? `, pulled by ${consumers} consumers` : ''}${keys ? `, ${keys} keys of at most ${KEY_LIMIT}` : ''}`;
 
 // Postgres, the endpoint, the server.
 const dir = await mkdtemp(join(tmpdir(), 'sluice-sustain-'));
@@ -158,6 +164,7 @@ const producer = (async () => {
       ...(consumers ? {} : { url: target }),
       queue: 'sustain',
       body: { n: first + i },
+      ...(keys ? { concurrency_key: `k${(first + i) % keys}`, concurrency_limit: KEY_LIMIT } : {}),
       ...(values.features
         ? {
             traceparent: `00-${(first + i).toString(16).padStart(32, '0').replace(/^0/, '1')}-00f067aa0ba902b7-01`,
@@ -189,6 +196,7 @@ const producer = (async () => {
 // With --pull: the consumers, each a loop of long polls, every task completed with its lease.
 let consuming = true;
 let pullFailures = 0;
+let completeFailures = 0;
 const consumed = Array.from({ length: consumers }, async () => {
   while (consuming) {
     try {
@@ -208,6 +216,8 @@ const consumed = Array.from({ length: consumers }, async () => {
             body: '{}',
           });
           await done.arrayBuffer();
+          // One not completed would be pulled again and counted twice: it counts as a failure.
+          if (!done.ok) completeFailures++;
         }),
       );
     } catch {
@@ -325,11 +335,11 @@ const trends = {
   p99: growth((s) => s.p99, 10, median),
   ...(serverPid === null ? {} : { rss: growth((s) => s.rssMb ?? 0) }),
 };
-const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0 && pullFailures === 0;
+const keptUp = enqueued > 0 && pushed >= enqueued * 0.99 && failures === 0 && pullFailures === 0 && completeFailures === 0;
 const steady = keptUp && Object.values(trends).every((t) => t <= 0.1);
 const after3 = samples.filter((s) => s.minute > 3);
 console.log(
-  `\nenqueued ${fmt(enqueued)} (${failures} failed batches${consumers ? `, ${pullFailures} failed pulls` : ''}), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
+  `\nenqueued ${fmt(enqueued)} (${failures} failed batches${consumers ? `, ${pullFailures} failed pulls, ${completeFailures} failed completes` : ''}), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
 );
 console.log(
   `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
