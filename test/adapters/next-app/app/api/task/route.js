@@ -5,5 +5,8 @@ export const POST = createHandler(async (push) => ({ done: 'next', got: push.jso
   sluiceUrl: process.env.SLUICE_URL,
   // Next.js hands a route `http://localhost:<port>/…` as its URL whatever the request's Host, so
   // the URL Sluice pushed to (the signature's audience) is named: this app's public origin.
-  url: (request) => new URL(new URL(request.url).pathname, process.env.PUBLIC_ORIGIN).href,
+  url: (request) => {
+    const { pathname, search } = new URL(request.url);
+    return new URL(pathname + search, process.env.PUBLIC_ORIGIN).href;
+  },
 });
