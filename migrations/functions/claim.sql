@@ -51,10 +51,10 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- later than that start (promotion would not find it: it was due when it was enqueued).
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
 -- Its plans, as the claim's, are generic: made once per session, never again for each call's
--- values (a custom plan cost more to make than to run).
+-- values (a custom plan cost more to make than to run), and never read a table whole (below).
 create or replace function sluice.lanes_recompute(p_ids bigint[], p_now timestamptz default null,
                                                  p_served bigint[] default null, p_pass bigint default null) returns void
-language plpgsql set plan_cache_mode = force_generic_plan as $$
+language plpgsql set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 begin
   with locked as (
     select id from sluice.lanes where id = any(p_ids) order by queue, lane for update skip locked
@@ -132,10 +132,16 @@ drop function if exists sluice.claim(integer, integer, jsonb, timestamptz);
 -- from pushed queues only, p_pull = a queue's name from that pulled queue only (a consumer's
 -- POST /v1/queues/:queue/lease). Either way the pass counts every lease, pushed or pulled,
 -- against the cluster cap, under the one lock.
+-- Its plans are made once per session (generic), from the statistics of that moment, and kept
+-- until they change. Made while the task table was empty (a vacuum had just cut it to no
+-- pages), they read it whole for every lane a pass looked at, and a keyed pass grew from a few
+-- ms to 30-45 ms as the table filled again, until the next autovacuum (test/db/claim-plans.test.ts).
+-- So the planner is kept from sequential scans here: every table the pass reads has an index
+-- for what it looks up, and a tiny table costs an index probe no more than a scan.
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null,
                                         p_pull text default null)
 returns setof sluice.tasks
-language plpgsql volatile set plan_cache_mode = force_generic_plan as $$
+language plpgsql volatile set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 declare
   v_ids bigint[];
   v_examined bigint[];
