@@ -18,6 +18,9 @@
  *   --pull n        a pull queue instead: n consumers in this process long-poll it (POST
  *                   /v1/queues/sustain/lease, up to 50 a pull) and complete each task with its
  *                   lease; "pushed" then counts tasks pulled, and latency runs to the pull's answer
+ *   --explain-ms n  Postgres logs to stderr the plan of every statement (nested ones included)
+ *                   that took n ms or more (auto_explain), every autovacuum and every lock
+ *                   waited on for 20 ms: what a slow minute was doing
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -47,6 +50,7 @@ const { values } = parseArgs({
     features: { type: 'boolean', default: false },
     pull: { type: 'string' },
     keys: { type: 'string' },
+    'explain-ms': { type: 'string' },
   },
 });
 const consumers = values.pull === undefined ? 0 : Number(values.pull);
@@ -66,7 +70,20 @@ const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve
 
 // Postgres, the endpoint, the server.
 const dir = await mkdtemp(join(tmpdir(), 'sluice-sustain-'));
-const postgres = await startEmbeddedPostgres({ dir, persistent: false, settings: { fsync: 'off' } });
+const explainMs = values['explain-ms'] === undefined ? null : Number(values['explain-ms']);
+if (explainMs !== null && !(explainMs >= 0)) throw new Error('--explain-ms: a number of milliseconds');
+const explain: Record<string, string> =
+  explainMs === null
+    ? {}
+    : {
+        session_preload_libraries: 'auto_explain',
+        'auto_explain.log_min_duration': `${explainMs}ms`,
+        'auto_explain.log_nested_statements': 'on',
+        log_autovacuum_min_duration: '0',
+        log_lock_waits: 'on',
+        deadlock_timeout: '20ms',
+      };
+const postgres = await startEmbeddedPostgres({ dir, persistent: false, log: explainMs !== null, settings: { fsync: 'off', ...explain } });
 const admin = new pg.Pool({ connectionString: postgres.url('postgres'), max: 2 });
 await admin.query('create database sustain');
 const url = postgres.url('sustain');
