@@ -159,8 +159,8 @@ try {
     );
     // The claim's call, and the lock statement inside it (the only one in this database that takes it).
     const stats = await setup.query<{ claim_calls: number; claim_ms: number; lock_calls: number; lock_ms: number }>(
-      `select coalesce(sum(calls) filter (where query like 'select * from sluice.claim(%'), 0)::float8 as claim_calls,
-              coalesce(sum(total_exec_time) filter (where query like 'select * from sluice.claim(%'), 0)::float8 as claim_ms,
+      `select coalesce(sum(calls) filter (where query like 'select % from sluice.claim(%'), 0)::float8 as claim_calls,
+              coalesce(sum(total_exec_time) filter (where query like 'select % from sluice.claim(%'), 0)::float8 as claim_ms,
               coalesce(sum(calls) filter (where query ilike '%sluice.claim_lock()%' and toplevel = false), 0)::float8 as lock_calls,
               coalesce(sum(total_exec_time) filter (where query ilike '%sluice.claim_lock()%' and toplevel = false), 0)::float8 as lock_ms
        from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())`,

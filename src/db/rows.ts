@@ -57,6 +57,56 @@ export interface TaskRow {
   callback?: { url: string | null; failure_url: string | null } | null;
 }
 
+/**
+ * Every column `toTask` reads, for a statement that names its columns rather than `*` (a
+ * prepared statement must: src/db/db.ts, `prepared`). The check below fails to compile while a
+ * `TaskRow` field is missing here.
+ */
+export const TASK_ROW_COLUMNS = [
+  'id',
+  'queue',
+  'status',
+  'url',
+  'method',
+  'headers',
+  'body',
+  'content_type',
+  'concurrency_key',
+  'concurrency_limit',
+  'rate_limit',
+  'rate_period_ms',
+  'parent_id',
+  'resumes',
+  'priority',
+  'run_at',
+  'expires_at',
+  'attempts',
+  'max_attempts',
+  'backoff_initial_ms',
+  'backoff_max_ms',
+  'backoff_factor',
+  'backoff_jitter',
+  'deferrals',
+  'timeout_ms',
+  'lease_ms',
+  'dedup_key',
+  'lease_id',
+  'leased_at',
+  'lease_expires_at',
+  'cancel_requested_at',
+  'result',
+  'last_error',
+  'last_status',
+  'created_at',
+  'updated_at',
+  'finished_at',
+  'schedule',
+  'schedule_slot',
+  'callback',
+] as const satisfies readonly (keyof TaskRow)[];
+const everyTaskRowColumn: Exclude<keyof TaskRow, (typeof TASK_ROW_COLUMNS)[number]> extends never ? true : never = true;
+void everyTaskRowColumn;
+
 export function toTask(row: TaskRow): Task {
   return {
     id: String(row.id),

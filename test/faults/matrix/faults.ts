@@ -236,7 +236,7 @@ export const FAULTS: Fault[] = [
     name: 'terminate-claim',
     title: 'database connections terminated mid-claim (pg_terminate_backend)',
     async inject(ctx) {
-      return terminate(ctx, 'select * from sluice.claim(%', 5, 'claim');
+      return terminate(ctx, 'select % from sluice.claim(%', 5, 'claim');
     },
   },
   {
