@@ -51,13 +51,15 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- later than that start (promotion would not find it: it was due when it was enqueued).
 -- p_now replaces the wall clock where a caller passes its own (tests move time).
 -- Its plans, as the claim's, are generic: made once per session, never again for each call's
--- values (a custom plan cost more to make than to run), and never read a table whole (below).
+-- values (a custom plan cost more to make than to run), and never read a table or an index
+-- whole (below). Its lanes are locked with skip locked, in no order (below).
 create or replace function sluice.lanes_recompute(p_ids bigint[], p_now timestamptz default null,
                                                  p_served bigint[] default null, p_pass bigint default null) returns void
-language plpgsql set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+language plpgsql set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off set enable_bitmapscan = off set enable_mergejoin = off as $$
 begin
   with locked as (
-    select id from sluice.lanes where id = any(p_ids) order by queue, lane for update skip locked
+    select id from sluice.lanes where id = any(p_ids) for update skip locked
   )
   update sluice.lanes k
   set head_priority = (
@@ -67,13 +69,13 @@ begin
           and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
       ),
       served = coalesce((select p_pass * 10000 + s.ord from unnest(p_served) with ordinality as s(id, ord) where s.id = k.id), k.served)
-  from locked
-  where k.id = locked.id;
+  where k.id = any(array(select id from locked));
 end $$;
 
 -- After every statement that inserts tasks: lanes that gained due pending tasks get their hint
--- lowered, and new lanes their row (rows locked in (queue, lane) order, as everywhere). Updates
--- need no trigger (0006): a task made pending again is promoted by the next claim pass.
+-- lowered, and new lanes their row (rows locked in (queue, lane) order, as by every writer that
+-- waits for them). Updates need no trigger (0006): a task made pending again is promoted by the
+-- next claim pass.
 create or replace function sluice.lanes_touch() returns trigger
 language plpgsql as $$
 begin
@@ -133,15 +135,22 @@ drop function if exists sluice.claim(integer, integer, jsonb, timestamptz);
 -- POST /v1/queues/:queue/lease). Either way the pass counts every lease, pushed or pulled,
 -- against the cluster cap, under the one lock.
 -- Its plans are made once per session (generic), from the statistics of that moment, and kept
--- until they change. Made while the task table was empty (a vacuum had just cut it to no
--- pages), they read it whole for every lane a pass looked at, and a keyed pass grew from a few
--- ms to 30-45 ms as the table filled again, until the next autovacuum (test/db/claim-plans.test.ts).
--- So the planner is kept from sequential scans here: every table the pass reads has an index
--- for what it looks up, and a tiny table costs an index probe no more than a scan.
+-- until they change. Made while the task table was empty (an autovacuum had found every task
+-- finished), they read it, or its pending tasks' index, whole for what a pass looked up, and a
+-- keyed pass grew from a few ms to 30-48 ms as the table filled again, until the next
+-- autovacuum (test/db/claim-plans.test.ts).
+-- So the planner is kept from sequential scans, bitmap scans and merge joins here: every table the
+-- pass reads has an index for what it looks up, and each lookup can use one index only
+-- (0022_one_index_per_lookup.sql). A lane is found by its id, or by its (queue, lane) in a lateral
+-- lookup, never by a join that the planner could turn into a walk of a whole index.
+-- The lanes a pass locks it locks with skip locked, in no particular order: it never waits for
+-- a lane, so the order that keeps waiting writers from deadlocking (queue, lane) is not needed,
+-- and sorting for it made the planner read the lanes' index whole.
 create or replace function sluice.claim(p_max integer, p_cluster_cap integer, p_queues jsonb, p_now timestamptz default null,
                                         p_pull text default null)
 returns setof sluice.tasks
-language plpgsql volatile set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+language plpgsql volatile set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off set enable_bitmapscan = off set enable_mergejoin = off as $$
 declare
   v_ids bigint[];
   v_examined bigint[];
@@ -168,9 +177,8 @@ begin
   -- Waiting tasks whose children have all finished are pending again (0012_waits.sql). Their
   -- due time stays what it was, so that in their lane (FIFO) they come before tasks that came
   -- while they waited: the slot they held goes back to them. Promotion looks only at recent due
-  -- times, so their lanes' hints are lowered here: lanes first, in (queue, lane) order, skipping
-  -- any an enqueue holds (its tasks resume at the next pass), so that nobody waits on a lock
-  -- while holding the claim's.
+  -- times, so their lanes' hints are lowered here: lanes first, skipping any an enqueue holds
+  -- (its tasks resume at the next pass), so that nobody waits on a lock while holding the claim's.
   -- Most passes find no waiting task at all: then the resume step and the per-lane count of
   -- waiting holders are skipped (one probe of the waiting tasks' partial index).
   v_waiting := exists (select 1 from sluice.tasks where status = 'waiting');
@@ -184,10 +192,10 @@ begin
       )
     ),
     locked as (
-      select k.id, k.queue, k.lane from sluice.lanes k
-      where (k.queue, k.lane) in (select queue, lane from ready)
-      order by k.queue, k.lane
-      for update of k skip locked
+      select k.id, k.queue, k.lane from (select distinct queue, lane from ready) r
+      cross join lateral (
+        select k.id, k.queue, k.lane from sluice.lanes k where k.queue = r.queue and k.lane = r.lane for update skip locked
+      ) k
     ),
     resumed as (
       update sluice.tasks p
@@ -196,9 +204,9 @@ begin
       where p.id = r.id and p.status = 'waiting'
       returning p.queue, p.lane, p.priority
     )
-    update sluice.lanes k set head_priority = least(k.head_priority, r.priority)
-    from (select queue, lane, min(priority) as priority from resumed group by queue, lane) r
-    where k.queue = r.queue and k.lane = r.lane;
+    update sluice.lanes k
+    set head_priority = least(k.head_priority, (select min(r.priority) from resumed r where r.queue = k.queue and r.lane = k.lane))
+    where k.id = any(array(select l.id from locked l where exists (select 1 from resumed r where r.queue = l.queue and r.lane = l.lane)));
   end if;
 
   -- Lanes held by another transaction (an enqueue in progress) are skipped, not waited for. If
@@ -213,21 +221,24 @@ begin
     group by t.queue, t.lane
   ),
   locked as (
-    select k.id, d.priority from sluice.lanes k
-    join came_due d on d.queue = k.queue and d.lane = k.lane
-    order by k.queue, k.lane
-    for update of k skip locked
+    select k.id, d.priority from came_due d
+    cross join lateral (
+      select k.id from sluice.lanes k where k.queue = d.queue and k.lane = d.lane for update skip locked
+    ) k
   ),
   lowered as (
-    update sluice.lanes k set head_priority = least(k.head_priority, locked.priority)
-    from locked where k.id = locked.id
+    update sluice.lanes k set head_priority = least(k.head_priority, (select l.priority from locked l where l.id = k.id))
+    where k.id = any(array(select id from locked))
   )
   -- The window moves on only for the dispatcher's passes: its next-due probe (src/db/due.ts)
   -- reads "promoted" as "seen by a pass that could claim it", and a consumer's pass (p_pull)
   -- claims from its own queue only. Its lowered hints stay: a hint may be too good, never too poor.
   update sluice.promotion set promoted_to = case
     when exists (
-      select 1 from came_due d join sluice.lanes k on k.queue = d.queue and k.lane = d.lane
+      select 1 from came_due d
+      cross join lateral (
+        select k.id, k.head_priority from sluice.lanes k where k.queue = d.queue and k.lane = d.lane offset 0
+      ) k
       where k.id not in (select id from locked) and (k.head_priority is null or k.head_priority > d.priority)
     ) then promoted_to
     else v_now
