@@ -2,7 +2,7 @@
 import type { AttemptOutcome, Task } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { ATTEMPTS_OF_TASK } from './history.ts';
-import { type TaskRow, toTask } from './rows.ts';
+import { stillLeased, type TaskRow, toTask } from './rows.ts';
 
 /**
  * The task a lease belongs to: holding it now, or ended by it. `null` when it names none. The
@@ -19,11 +19,10 @@ export async function leaseFind(db: Queryable, taskId: string, leaseId: string):
 
 /** Writes `note` as the task's `last_error` while `leaseId` still holds it (a push left unanswered). */
 export async function leaseNote(db: Queryable, taskId: string, leaseId: string, note: string): Promise<void> {
-  await db.query(`update sluice.tasks set last_error = $3, updated_at = now() where id = $1 and lease_id = $2 and status = 'leased'`, [
-    taskId,
-    leaseId,
-    note,
-  ]);
+  await db.query(
+    `update sluice.tasks t set last_error = $3, updated_at = now() where t.id = $1 and t.lease_id = $2 and ${stillLeased('t')}`,
+    [taskId, leaseId, note],
+  );
 }
 
 export type HeartbeatResult = { ok: true; expiresAt: Date } | { ok: false };
@@ -40,11 +39,11 @@ export async function leaseHeartbeat(
   maxTotalMs: number,
 ): Promise<HeartbeatResult> {
   const rows = await db.query<{ lease_expires_at: Date }>(
-    `update sluice.tasks
-     set lease_expires_at = least(now() + make_interval(secs => $2 / 1000.0), leased_at + make_interval(secs => $3 / 1000.0)),
+    `update sluice.tasks t
+     set lease_expires_at = least(now() + make_interval(secs => $2 / 1000.0), t.leased_at + make_interval(secs => $3 / 1000.0)),
          updated_at = now()
-     where id = $4 and lease_id = $1 and status = 'leased' and lease_expires_at > now() and cancel_requested_at is null
-       and leased_at + make_interval(secs => $3 / 1000.0) > now()
+     where t.id = $4 and t.lease_id = $1 and ${stillLeased('t')} and t.lease_expires_at > now() and t.cancel_requested_at is null
+       and t.leased_at + make_interval(secs => $3 / 1000.0) > now()
      returning lease_expires_at`,
     [leaseId, extendMs, maxTotalMs, taskId],
   );

@@ -12,6 +12,17 @@ import { type Backoff, type HttpMethod, type Task, type TaskStatus, UNFINISHED_S
  */
 export const UNFINISHED_SQL = `(${UNFINISHED_STATUSES.map((s) => `'${s}'`).join(', ')})`;
 
+/**
+ * "`alias` is leased", for a statement that finds a task by its id: checked row by row, never
+ * searched for. `is not distinct from` means `=` here (the status is never null), but no index on
+ * leased tasks serves it. Written as `=`, a plan made from statistics that said "no rows" (after
+ * an autovacuum found every task finished) could read that index whole, every lease, instead of
+ * probing the primary key (migrations/0022_one_index_per_lookup.sql).
+ */
+export function stillLeased(alias: string): string {
+  return `${alias}.status is not distinct from 'leased'`;
+}
+
 export interface TaskRow {
   id: string;
   queue: string;

@@ -10,6 +10,7 @@ import { prepared, type Queryable } from './db.ts';
 import { archiveCtes } from './history.ts';
 import { lowerHintsCte } from './lanes.ts';
 import { levelOf } from './levels.ts';
+import { stillLeased } from './rows.ts';
 
 export interface LeaseSettlement {
   taskId: string;
@@ -44,6 +45,16 @@ export function leaseEnding(
 ): LeaseSettlement {
   return { taskId: task.id, leaseId: task.lease.id, leasedAt: task.lease.leasedAt, attempt: task.attempts, settlement, durationMs };
 }
+
+/**
+ * The settle finds its tasks by id only, whatever the statistics said when its plan was made (it
+ * is prepared once per connection, and its generic plan is made again whenever they change).
+ * Made from statistics that said "no rows" (an autovacuum found every task finished), a join on
+ * the id read the primary key whole, in order, for each of the statement's three lookups. So each
+ * lookup also names its ids as an array (`t.id = any(…)`), which only a probe of the primary key
+ * serves, and checks the status with `stillLeased` (test/db/claim-plans.test.ts).
+ */
+const STILL_LEASED = stillLeased('t');
 
 /** As the caller asks: a lease not yet past its expiry, one past it, or either. */
 const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expires_at > now()
@@ -88,12 +99,14 @@ input as (
 held as (
   select s.*, t.cancel_requested_at is not null as final
   from sluice.tasks t join input s on t.id = s.id and t.lease_id = s.lease_id
-  where s.status = 'pending' and t.status = 'leased' and ${LEASE_STILL_MATCHES}
+  where s.status = 'pending' and t.id = any(array(select id from input where status = 'pending'))
+    and ${STILL_LEASED} and ${LEASE_STILL_MATCHES}
   for update of t
 ),
 done as (
   delete from sluice.tasks t using input s left join held h on h.id = s.id
-  where t.id = s.id and t.lease_id = s.lease_id and t.status = 'leased' and ${LEASE_STILL_MATCHES}
+  where t.id = s.id and t.id = any(array(select id from input)) and t.lease_id = s.lease_id
+    and ${STILL_LEASED} and ${LEASE_STILL_MATCHES}
     and (s.status <> 'pending' or h.final)
   returning t.*, case when s.status = 'pending' then 'cancelled' else s.status end as fin_status, s.result as fin_result,
             s.error as fin_error, s.http_status as fin_http_status,
@@ -116,7 +129,7 @@ settled as (
       lease_expires_at = null,
       updated_at = now()
   from held s
-  where t.id = s.id and not s.final
+  where t.id = s.id and t.id = any(array(select id from held where not final)) and not s.final
   returning t.id, t.status, t.queue, t.lane, t.priority, t.run_at
 ),
 history as (
