@@ -3,7 +3,8 @@
  * scheduler and pusher Durable Objects) and on the Node server, against one embedded Postgres
  * and a local endpoint. Prints figures; asserts nothing but the limits, which must hold.
  *
- * 1. Wake-up latency, each case ROUNDS times on both paths: a retry after a 200 ms backoff
+ * 1. Wake-up latency, each case ROUNDS times on both paths: a task enqueued while nothing runs
+ *    (from the enqueue's answer to its push), a retry after a 200 ms backoff
  *    (gap from the first push), a task delayed 2 s (late after its run_at), a 429 with
  *    Retry-After: 1 (gap), a lease abandoned by its holder (lease 1 s; gap from the first push),
  *    and the slot a lease `complete` frees handed to the next task (from sending the call).
@@ -123,8 +124,15 @@ const stats = (xs: number[]) => {
 
 // --- 1. wake-up latency ----------------------------------------------------------------------
 async function latency(base: string): Promise<Record<string, string>> {
-  const cases: Record<string, number[]> = { retry: [], delay: [], deferral: [], reclaim: [], handoff: [] };
+  const cases: Record<string, number[]> = { enqueue: [], retry: [], delay: [], deferral: [], reclaim: [], handoff: [] };
   for (let round = 0; round < ROUNDS; round++) {
+    // A task enqueued while nothing runs: from the enqueue's answer to its push.
+    await new Promise((r) => setTimeout(r, 100));
+    const single = await post(base, '/v1/tasks', { url: `${target}/ok` });
+    const answered = Date.now();
+    const [s1] = await pushesOf(String(single.id), 1);
+    cases.enqueue!.push(s1!.at - answered);
+
     const retry = await post(base, '/v1/tasks', {
       url: `${target}/fail-once`,
       backoff: { initial_ms: 200, max_ms: 200, factor: 1, jitter: 0 },
@@ -161,6 +169,7 @@ async function latency(base: string): Promise<Record<string, string>> {
     cases.handoff!.push(w1!.at - completing);
   }
   return {
+    'task enqueued while idle (from the answer to the push)': stats(cases.enqueue!),
     'retry after a 200 ms backoff (from the first push)': stats(cases.retry!),
     'task delayed 2 s (late after run_at)': stats(cases.delay!),
     '429 with Retry-After: 1 (from the first push)': stats(cases.deferral!),
