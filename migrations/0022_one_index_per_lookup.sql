@@ -13,11 +13,15 @@
 -- never null), but proved only by a statement that names a lane, as the claim's per-lane
 -- steps do. The due probe, the promotion of delayed tasks, the expiry sweep and a lookup by id
 -- no longer can read it whole.
--- `tasks_queue_by_status` is dropped: every pending or waiting lookup of the claim could use it.
--- Listing a queue's pending tasks reads them through `tasks_lane_order`, its waiting ones
--- through `tasks_waiting`, and the enqueue and every retry write one index entry fewer.
+-- `tasks_queue_by_status` (queue, status, id), for listing a queue's pending or waiting tasks
+-- newest first, could serve every pending or waiting lookup of the claim too. Two indexes take
+-- its place, one per status, whose predicates only a listing proves: it states the status as
+-- `status is not distinct from '<status>'` (src/db/tasks.ts), which means `=` here (the status is
+-- never null) but is not how the claim states it. They hold the entries the old index held.
 create index tasks_lane_order_by_lane on sluice.tasks (queue, lane, priority, run_at, id)
   where status = 'pending' and lane is not null;
 drop index sluice.tasks_lane_order;
 alter index sluice.tasks_lane_order_by_lane rename to tasks_lane_order;
 drop index sluice.tasks_queue_by_status;
+create index tasks_pending_by_queue on sluice.tasks (queue, id) where status is not distinct from 'pending';
+create index tasks_waiting_by_queue on sluice.tasks (queue, id) where status is not distinct from 'waiting';

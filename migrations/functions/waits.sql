@@ -55,8 +55,10 @@ declare
 begin
   perform sluice.claim_lock();
   -- Locked as an update locks it: a settle, heartbeat or cancel of this lease waits for the wait.
+  -- Found by its id: the status is checked row by row (`is not distinct from`, as src/db/rows.ts
+  -- `stillLeased` says why), so that no plan reads the index of every lease instead.
   select * into w from sluice.tasks
-  where id = p_task and lease_id = p_lease and status = 'leased' and lease_expires_at > clock_timestamp()
+  where id = p_task and lease_id = p_lease and status is not distinct from 'leased' and lease_expires_at > clock_timestamp()
   for no key update;
   if not found then
     return jsonb_build_object('error', 'lease_lost');

@@ -3,7 +3,8 @@
  * is: migrations/0002_limits.sql). A retry, release, admin release or redrive that is due at
  * once lowers its lane's hint in the same statement, so that no claim can miss it, whenever
  * the statement commits. (One due later is promoted by the claim pass that finds it due.)
- * Rows are locked in (queue, lane) order, as everywhere, and only where the hint is too poor:
+ * Rows are locked in (queue, lane) order, as by every writer that waits for them (the claim's
+ * own, skip-locked, take them in no order), and only where the hint is too poor:
  * a busy lane's hint is already good enough, and is neither written nor locked.
  */
 

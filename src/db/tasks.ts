@@ -19,12 +19,16 @@ export interface TaskFilter {
   limit: number;
 }
 
-/** Newest first. */
+/**
+ * Newest first. The status is stated twice: `=` for history's index by status, and `is not
+ * distinct from` (the same here: it is never null) for the live tasks' indexes by queue, which
+ * only a listing proves (migrations/0022_one_index_per_lookup.sql).
+ */
 export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
   const rows = await db.query<TaskRow>(
     `select * from sluice.all_tasks
      where ($1::text is null or queue = $1)
-       and ($2::text is null or status = $2)
+       and ($2::text is null or (status = $2 and status is not distinct from $2))
        and ($3::text is null or concurrency_key = $3)
        and ($4::bigint is null or id < $4)
      order by id desc
