@@ -15,6 +15,7 @@ import { taskClaimBatch } from '../../src/db/claim.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { leaseHeartbeat, leaseNote } from '../../src/db/leases.ts';
 import { leaseEnding, leaseSettleMany } from '../../src/db/settle.ts';
+import { taskList } from '../../src/db/tasks.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { newTask } from '../helpers/tasks.ts';
@@ -259,5 +260,36 @@ describe('the lease calls after a vacuum found the task table empty', () => {
     // Two probes of the primary key. Written with `status = 'leased'`, the heartbeat read all
     // 1,000 leases' entries (tasks_lane_leased, by their expiry) to find one.
     expect(sum(reads.entries), JSON.stringify(reads.entries)).toBeLessThan(20);
+  });
+});
+
+describe("listing a small queue's pending tasks beside another queue's backlog", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await databaseWithoutAutovacuum();
+  });
+  afterAll(() => t.drop());
+
+  it("reads that queue's entries, not the task table", async () => {
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 20 }, () => newTask({ queue: 'small' })),
+    );
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 3_000 }, () => newTask({ queue: 'big' })),
+    );
+    await t.db.query('vacuum (analyze) sluice.tasks');
+    const { listed, reads } = await t.db.transaction(async (tx) => {
+      const query = (sql: string) => tx.query<{ name: string; seq: boolean; n: number }>(sql);
+      const before = await readsSoFar(query);
+      const listed = await taskList(tx, { queue: 'small', status: 'pending', limit: 10 });
+      return { listed, reads: readsBetween(before, await readsSoFar(query)) };
+    });
+    expect(listed).toHaveLength(10);
+    expect(reads.seqScans).toEqual({});
+    // The queue's own index by status (migrations/0022): ten entries. Without one, the newest
+    // first order walked the primary key back through the other queue's 3,000 tasks.
+    expect(sum(reads.entries), JSON.stringify(reads.entries)).toBeLessThan(50);
   });
 });
