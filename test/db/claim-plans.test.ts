@@ -12,6 +12,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import type { Db, Queryable } from '../../src/db/db.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { leaseHeartbeat, leaseNote } from '../../src/db/leases.ts';
 import { leaseEnding, leaseSettleMany } from '../../src/db/settle.ts';
@@ -19,12 +20,6 @@ import { taskList } from '../../src/db/tasks.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { newTask } from '../helpers/tasks.ts';
-
-let t: TestDatabase;
-beforeAll(async () => {
-  t = await databaseWithoutAutovacuum();
-});
-afterAll(() => t.drop());
 
 /** Counts by relation name: sequential scans of the task and lane tables, index entries read from their indexes. */
 interface Reads {
@@ -66,6 +61,16 @@ function readsBetween(before: Reads, after: Reads): Reads {
 
 const sum = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
 
+/** What `work` read, run in one transaction of `db`, with what it returned. */
+async function readsDuring<T>(db: Db, work: (tx: Queryable) => Promise<T>): Promise<{ result: T } & Reads> {
+  return db.transaction(async (tx) => {
+    const query = (sql: string) => tx.query<{ name: string; seq: boolean; n: number }>(sql);
+    const before = await readsSoFar(query);
+    const result = await work(tx);
+    return { result, ...readsBetween(before, await readsSoFar(query)) };
+  });
+}
+
 /**
  * A database for these tests, its task and lane tables kept from autovacuum: an autoanalyze
  * after the tables fill up would make the plans again from full statistics, and the test would
@@ -76,6 +81,19 @@ async function databaseWithoutAutovacuum(): Promise<TestDatabase> {
   await t.db.query('alter table sluice.tasks set (autovacuum_enabled = false)');
   await t.db.query('alter table sluice.lanes set (autovacuum_enabled = false)');
   return t;
+}
+
+/**
+ * A database of the enclosing describe block's own (what the tables held before decides the
+ * plans), made before its tests and dropped after them.
+ */
+function databaseOfThisBlock(): () => TestDatabase {
+  let t: TestDatabase | undefined;
+  beforeAll(async () => {
+    t = await databaseWithoutAutovacuum();
+  });
+  afterAll(() => t?.drop());
+  return () => t!;
 }
 
 /** What the planner believes the task table holds. */
@@ -117,7 +135,9 @@ describe('the claim, whatever its tables held when it was planned', () => {
   // Planned on empty, vacuumed tables ("no pages, no rows", as after an autovacuum that found
   // every task finished), or on the same tables full: either way a pass reads what it serves,
   // never the backlog.
+  const database = databaseOfThisBlock();
   it.each(['empty', 'full'] as const)('planned on %s tables, reads its lanes and tasks through their indexes', async (when) => {
+    const t = database();
     const queue = `plans-${when}`;
     // 40 keys of at most 2 with 100 tasks each, and 10 keys whose tasks were delayed and came due
     // since (their lanes have no hint yet: the pass finds them through the delayed tasks' index).
@@ -179,14 +199,10 @@ describe('the claim, whatever its tables held when it was planned', () => {
 });
 
 describe('the settle after a vacuum found the task table empty', () => {
-  // A database of its own: what the tables held before decides the plans.
-  let t: TestDatabase;
-  beforeAll(async () => {
-    t = await databaseWithoutAutovacuum();
-  });
-  afterAll(() => t.drop());
+  const database = databaseOfThisBlock();
 
   it('finds its leases by their ids, not by reading the table or an index whole', async () => {
+    const t = database();
     await emptiedByVacuum(t, 'plans-settle', 2_000);
     // One connection: its prepared settle turns generic after five runs, planned now.
     const one = openPgDb(t.url, 1);
@@ -212,15 +228,12 @@ describe('the settle after a vacuum found the task table empty', () => {
         error: 'HTTP 500',
         httpStatus: 500,
       } as const;
-      const { held, reads } = await one.transaction(async (tx) => {
-        const query = (sql: string) => tx.query<{ name: string; seq: boolean; n: number }>(sql);
-        const before = await readsSoFar(query);
-        const held = await leaseSettleMany(
+      const { result: held, ...reads } = await readsDuring(one, (tx) =>
+        leaseSettleMany(
           tx,
           leased.map((task, i) => leaseEnding(task, i % 2 === 0 ? { status: 'succeeded', result: null, httpStatus: 200 } : retry, 1)),
-        );
-        return { held, reads: readsBetween(before, await readsSoFar(query)) };
-      });
+        ),
+      );
       expect([...held.values()].sort()).toEqual([...Array(10).fill('pending'), ...Array(10).fill('succeeded')]);
       expect(reads.seqScans).toEqual({});
       // Each lease found by its id: 20 tasks, 70 entries. Before the settle's lookups by id
@@ -233,13 +246,10 @@ describe('the settle after a vacuum found the task table empty', () => {
 });
 
 describe('the lease calls after a vacuum found the task table empty', () => {
-  let t: TestDatabase;
-  beforeAll(async () => {
-    t = await databaseWithoutAutovacuum();
-  });
-  afterAll(() => t.drop());
+  const database = databaseOfThisBlock();
 
   it('find a lease by its task id, not through the index of every lease', async () => {
+    const t = database();
     await emptiedByVacuum(t, 'plans-lease', 1_000);
     await taskInsertMany(
       t.db,
@@ -248,12 +258,10 @@ describe('the lease calls after a vacuum found the task table empty', () => {
     const leased = await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' });
     expect(await rowsPlannedFor(t)).toBe(0);
     const task = leased[500]!;
-    const { beat, reads } = await t.db.transaction(async (tx) => {
-      const query = (sql: string) => tx.query<{ name: string; seq: boolean; n: number }>(sql);
-      const before = await readsSoFar(query);
+    const { result: beat, ...reads } = await readsDuring(t.db, async (tx) => {
       const beat = await leaseHeartbeat(tx, task.id, task.lease.id, 60_000, 3_600_000);
       await leaseNote(tx, task.id, task.lease.id, 'no answer yet');
-      return { beat, reads: readsBetween(before, await readsSoFar(query)) };
+      return beat;
     });
     expect(beat.ok).toBe(true);
     expect(reads.seqScans).toEqual({});
@@ -264,13 +272,10 @@ describe('the lease calls after a vacuum found the task table empty', () => {
 });
 
 describe("listing a small queue's pending tasks beside another queue's backlog", () => {
-  let t: TestDatabase;
-  beforeAll(async () => {
-    t = await databaseWithoutAutovacuum();
-  });
-  afterAll(() => t.drop());
+  const database = databaseOfThisBlock();
 
   it("reads that queue's entries, not the task table", async () => {
+    const t = database();
     await taskInsertMany(
       t.db,
       Array.from({ length: 20 }, () => newTask({ queue: 'small' })),
@@ -280,12 +285,7 @@ describe("listing a small queue's pending tasks beside another queue's backlog",
       Array.from({ length: 3_000 }, () => newTask({ queue: 'big' })),
     );
     await t.db.query('vacuum (analyze) sluice.tasks');
-    const { listed, reads } = await t.db.transaction(async (tx) => {
-      const query = (sql: string) => tx.query<{ name: string; seq: boolean; n: number }>(sql);
-      const before = await readsSoFar(query);
-      const listed = await taskList(tx, { queue: 'small', status: 'pending', limit: 10 });
-      return { listed, reads: readsBetween(before, await readsSoFar(query)) };
-    });
+    const { result: listed, ...reads } = await readsDuring(t.db, (tx) => taskList(tx, { queue: 'small', status: 'pending', limit: 10 }));
     expect(listed).toHaveLength(10);
     expect(reads.seqScans).toEqual({});
     // The queue's own index by status (migrations/0022): ten entries. Without one, the newest
