@@ -249,18 +249,16 @@ begin
     v_round := v_round + 1;
 
     with recursive
-    -- An expired lease holds no slot: its task is reaped by the next dispatcher run.
-    leased as (
-      select queue, count(*)::integer as n from sluice.tasks
-      where status = 'leased' and lease_expires_at > v_now group by queue
-    ),
-    -- A waiting task holds its queue's slot unless it lent it to a child (no cluster slot).
-    waiting as (
-      select queue, count(*)::integer as n from sluice.tasks
-      where status = 'waiting' and not lent_queue group by queue
-    ),
+    -- Leases are counted only where a limit reads them, so that a pass costs nothing for the
+    -- leases it does not limit (an endpoint may hold thousands, each kept by heartbeats): all of
+    -- them under a cluster cap, a queue's under its limit (budgets, below), a lane's under its
+    -- key's (lanes, below). Each count is then bounded by the limit it serves, expired leases
+    -- aside. An expired lease holds no slot: its task is reaped by the next dispatcher run.
     cluster as (
-      select greatest(0, least(v_want, coalesce(p_cluster_cap - (select coalesce(sum(n), 0) from leased), v_want)))::integer as budget
+      select case when p_cluster_cap is null then v_want
+                  else greatest(0, least(v_want, p_cluster_cap - (select count(*)::integer from sluice.tasks
+                                                                  where status = 'leased' and lease_expires_at > v_now)))
+             end::integer as budget
     ),
     -- Distinct queues with due lanes: a skip scan over lanes_walk.
     due_queues(queue) as (
@@ -271,14 +269,12 @@ begin
     ),
     budgets as (
       select d.queue, s.key_concurrency, s.key_rate, s.rate, s.priority, s.paused, s.adaptive, s.adaptive_min, e.held,
-             (e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0)) <= 0 as queue_full, r.room <= 0 as rate_full,
+             (e.concurrency - l.n - wt.n) <= 0 as queue_full, r.room <= 0 as rate_full,
              case when s.paused or e.held then 0
-                  else least((select budget from cluster), coalesce(e.concurrency - coalesce(l.n, 0) - coalesce(wt.n, 0), v_want),
+                  else least((select budget from cluster), coalesce(e.concurrency - l.n - wt.n, v_want),
                              coalesce(r.room, v_want)) end::integer as budget
       from due_queues d
       left join sluice.queues q on q.name = d.queue
-      left join leased l on l.queue = d.queue
-      left join waiting wt on wt.queue = d.queue
       cross join lateral (
         select coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused,
                coalesce((q.options ->> 'concurrency')::integer, (p_queues -> d.queue ->> 'concurrency')::integer) as concurrency,
@@ -294,10 +290,26 @@ begin
       -- an adaptive queue's limit is the one it has come to, never above the configured one and
       -- never so low that tasks waiting on children would hold every slot.
       left join sluice.levels lv on lv.queue = d.queue and lv.lane = '*'
+      -- A waiting task holds its queue's slot unless it lent it to a child (no cluster slot):
+      -- counted where the queue has a limit, or may learn one. Each count ends in `offset 0`,
+      -- which keeps it a subquery worked out once per queue (as `lim` and `room` below).
+      cross join lateral (
+        select case when v_waiting and (s.concurrency is not null or (s.adaptive and lv.effective is not null))
+                    then (select count(*)::integer from sluice.tasks t
+                          where t.status = 'waiting' and not t.lent_queue and t.queue = d.queue)
+                    else 0 end as n
+        offset 0
+      ) wt
       cross join lateral (
         select coalesce(lv.held_until > v_now, false) as held,
-               sluice.learnt_limit(s.concurrency, case when s.adaptive then lv.effective end, s.adaptive_min, coalesce(wt.n, 0)) as concurrency
+               sluice.learnt_limit(s.concurrency, case when s.adaptive then lv.effective end, s.adaptive_min, wt.n) as concurrency
       ) e
+      cross join lateral (
+        select case when e.concurrency is null then 0
+                    else (select count(*)::integer from sluice.tasks t
+                          where t.status = 'leased' and t.lease_expires_at > v_now and t.queue = d.queue) end as n
+        offset 0
+      ) l
       -- The queue's rate: its limit less the grants still inside their period; with a burst, what
       -- its bucket holds (0017_rate_burst.sql).
       left join lateral (

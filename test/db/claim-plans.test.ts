@@ -293,3 +293,40 @@ describe("listing a small queue's pending tasks beside another queue's backlog",
     expect(sum(reads.entries), JSON.stringify(reads.entries)).toBeLessThan(50);
   });
 });
+
+describe('a claim pass beside leases held for long', () => {
+  const database = databaseOfThisBlock();
+
+  it('counts only the leases a limit reads: none without one, all under a cluster cap', async () => {
+    const t = database();
+    // 3,000 leases an endpoint keeps (heartbeats), in a queue with no limit.
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 3_000 }, () => newTask({ queue: 'kept' })),
+    );
+    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
+    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
+    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 40 }, () => newTask({ queue: 'fresh' })),
+    );
+    await t.db.query('vacuum (analyze) sluice.tasks');
+    const pass = (clusterCap: number | null, queuesJson: string) =>
+      readsDuring(t.db, async (tx) => (await taskClaimBatch(tx, { max: 10, clusterCap, queuesJson })).length);
+
+    // Neither queue limited, no cluster cap: no lease is counted. Before the counts were made
+    // where a limit reads them (migrations/functions/claim.sql), the pass read all 3,000.
+    const free = await pass(null, '{}');
+    expect(free.result).toBe(10);
+    expect(sum(free.entries), JSON.stringify(free.entries)).toBeLessThan(200);
+    // A limit on the queue it claims from: that queue's leases only.
+    const limited = await pass(null, '{"fresh":{"concurrency":25}}');
+    expect(limited.result).toBe(10);
+    expect(sum(limited.entries), JSON.stringify(limited.entries)).toBeLessThan(200);
+    // A cluster cap counts every lease: 3,020 held, 5 places left under 3,025.
+    const capped = await pass(3_025, '{}');
+    expect(capped.result).toBe(5);
+    expect(sum(capped.entries)).toBeGreaterThan(3_000);
+  });
+});
