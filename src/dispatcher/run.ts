@@ -217,7 +217,11 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // The place frees when the push ends; its settle is written meanwhile (group commit),
       // so the next claim pass need not wait for it. Until it commits, the lease still
       // counts against every limit (a pass may take less, never more), so its commit frees
-      // the slot again, as a push's end frees a place.
+      // the slot again, as a push's end frees a place. A place is worth a pass only after a
+      // pass that filled every place it asked for: after one that found less, what held the
+      // rest back was not the places, and only a slot's release (the settle's commit), a poke
+      // or a due time can change that. (An idle dispatcher made three passes a task, the
+      // middle one always in vain; now two.)
       const startedAt = now();
       const work: Promise<void> = push(task)
         .then((result: PushResult) => {
@@ -236,7 +240,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
         .finally(() => {
           inFlight.delete(work);
-          free();
+          if (lastPassFull) free();
+          else wakeUp();
         });
       inFlight.add(work);
     }
