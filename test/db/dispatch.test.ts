@@ -133,6 +133,14 @@ describe('outcomes', () => {
     expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: '{"done":true}', lastStatus: 201, attempts: 1, lease: null });
   });
 
+  it("one task, two claim passes: the push's end claims nothing in vain before its settle", async () => {
+    await enqueue();
+    // The first pass leases the task (it asked for 4); only its settle's commit can free
+    // anything more, and the second pass, after it, finds nothing. Before, the push's end
+    // made a pass of its own first, always in vain.
+    expect(await run()).toMatchObject({ claimed: 1, succeeded: 1, claimPasses: 2 });
+  });
+
   it('5xx: retried after the backoff, then succeeds on the next attempt', async () => {
     let calls = 0;
     endpoint.reply(() => (++calls === 1 ? { status: 500, body: 'down' } : { status: 200 }));
