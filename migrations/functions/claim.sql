@@ -72,6 +72,17 @@ begin
   where k.id = any(array(select id from locked));
 end $$;
 
+-- Whether a claim pass could find anything to claim or resume now: a lane with a hint (a hint
+-- may be too good, never too poor, so "none" is sure), or a task waiting on children (the pass
+-- resumes those). A settle says it (src/db/settle.ts), so that a dispatcher after a pass that
+-- found less than it asked for claims again only when a freed slot may be wanted. Each lookup
+-- reads one index entry at most, whatever the statistics say (as the claim, below).
+create or replace function sluice.work_waits() returns boolean
+language sql stable set enable_seqscan = off set enable_bitmapscan = off as $$
+  select exists (select 1 from sluice.lanes where head_priority is not null)
+      or exists (select 1 from sluice.tasks where status = 'waiting')
+$$;
+
 -- After every statement that inserts tasks: lanes that gained due pending tasks get their hint
 -- lowered, and new lanes their row (rows locked in (queue, lane) order, as by every writer that
 -- waits for them). Updates need no trigger (0006): a task made pending again is promoted by the

@@ -146,10 +146,18 @@ learn as (
            (select array_agg(id) from input)) end as levels
   from input i
   where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or i.signal = 'hold')
+),
+-- Whether a claim pass could find work now: the hints as they were (sluice.work_waits), or a
+-- task this statement makes due at once, which that snapshot cannot see: a retry due now (its
+-- hint is lowered above), a callback (enqueued by a trigger once the statement ends).
+waits as (
+  select sluice.work_waits()
+         or exists (select 1 from settled where run_at <= now())
+         or exists (select 1 from done where callback is not null) as work_waits
 )
-select id::text as id, status from settled cross join learn
+select id::text as id, status, work_waits from settled cross join learn cross join waits
 union all
-select id::text, fin_status from done cross join learn`,
+select id::text, fin_status, work_waits from done cross join learn cross join waits`,
 );
 
 /** What became of the attempt, for its history row. */
@@ -166,7 +174,26 @@ export async function leaseSettleMany(
   items: readonly LeaseSettlement[],
   adaptiveQueues: readonly string[] = [],
 ): Promise<Map<string, TaskStatus>> {
-  if (items.length === 0) return new Map();
+  return (await leaseSettleReport(db, items, adaptiveQueues)).held;
+}
+
+export interface SettleReport {
+  /** Each task whose lease was still held, with the status it has now. */
+  held: Map<string, TaskStatus>;
+  /**
+   * Whether a claim pass could find work once these commit (`sluice.work_waits`): a slot freed
+   * here can be wanted only then. `true` when no lease was held (nothing was read).
+   */
+  workWaits: boolean;
+}
+
+/** `leaseSettleMany`, with whether work waits for a claim pass (the dispatcher's settler). */
+export async function leaseSettleReport(
+  db: Queryable,
+  items: readonly LeaseSettlement[],
+  adaptiveQueues: readonly string[] = [],
+): Promise<SettleReport> {
+  if (items.length === 0) return { held: new Map(), workWaits: true };
   // A retry's due time was decided on this process's clock; the database keeps due times on
   // its own. What travels is the wait, so a clock ahead of or behind the database's neither
   // stretches nor skips a backoff, a Retry-After or a release's delay.
@@ -191,8 +218,12 @@ export async function leaseSettleMany(
     level: signal ? levelOf(signal.concurrencyKey) : null,
     deferrals: signal?.deferrals ?? null,
   }));
-  const rows = await db.query<{ id: string; status: TaskStatus }>(SETTLE, [JSON.stringify(input), adaptiveQueues, LIMITS.maxDeferrals]);
-  return new Map(rows.map((r) => [r.id, r.status]));
+  const rows = await db.query<{ id: string; status: TaskStatus; work_waits: boolean }>(SETTLE, [
+    JSON.stringify(input),
+    adaptiveQueues,
+    LIMITS.maxDeferrals,
+  ]);
+  return { held: new Map(rows.map((r) => [r.id, r.status])), workWaits: rows[0]?.work_waits ?? true };
 }
 
 /**

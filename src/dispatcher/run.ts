@@ -220,8 +220,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // the slot again, as a push's end frees a place. A place is worth a pass only after a
       // pass that filled every place it asked for: after one that found less, what held the
       // rest back was not the places, and only a slot's release (the settle's commit), a poke
-      // or a due time can change that. (An idle dispatcher made three passes a task, the
-      // middle one always in vain; now two.)
+      // or a due time can change that; and a slot's release only while work waits for a
+      // pass (the settle says so: db/settle.ts). An idle dispatcher made three passes a task,
+      // the last two always in vain; now one.
       const startedAt = now();
       const work: Promise<void> = push(task)
         .then((result: PushResult) => {
@@ -233,7 +234,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
           }
           const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
             settling.delete(written);
-            free();
+            if (lastPassFull || settler.workWaits) free();
+            else wakeUp();
           });
           settling.add(written);
         })

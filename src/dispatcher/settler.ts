@@ -4,7 +4,7 @@
  * one settles many leases per round trip.
  */
 import type { Db } from '../db/db.ts';
-import { type LeaseSettlement, leaseSettleMany } from '../db/settle.ts';
+import { type LeaseSettlement, leaseSettleReport } from '../db/settle.ts';
 import { nextTurn } from './next-turn.ts';
 import { withDbRetry } from './retry-db.ts';
 
@@ -21,6 +21,11 @@ export class Settler {
   #adaptiveQueues: readonly string[];
   /** Round trips spent settling, for the run report. */
   writes = 0;
+  /**
+   * What the last write said of work waiting for a claim pass (db/settle.ts `SettleReport`);
+   * `true` until a write says otherwise, and after a failed one.
+   */
+  workWaits = true;
 
   /** `adaptiveQueues`: the environment's adaptive queues (an override may change any). */
   constructor(db: Db, adaptiveQueues: readonly string[] = []) {
@@ -47,15 +52,17 @@ export class Settler {
       const batch = this.#queue.splice(0);
       try {
         this.writes++;
-        const held = await withDbRetry(() =>
-          leaseSettleMany(
+        const { held, workWaits } = await withDbRetry(() =>
+          leaseSettleReport(
             this.#db,
             batch.map((w) => w.item),
             this.#adaptiveQueues,
           ),
         );
+        this.workWaits = workWaits;
         for (const w of batch) w.resolve(held.has(w.item.taskId));
       } catch (error) {
+        this.workWaits = true;
         // The leases stay as they are; they expire and are settled by the reaper.
         for (const w of batch) w.reject(error);
       }

@@ -330,3 +330,30 @@ describe('a claim pass beside leases held for long', () => {
     expect(sum(capped.entries)).toBeGreaterThan(3_000);
   });
 });
+
+describe('whether work waits for a claim pass, after a vacuum found the tables empty', () => {
+  const database = databaseOfThisBlock();
+
+  it('reads an index entry or two, not every lane', async () => {
+    const t = database();
+    await t.db.query('vacuum (analyze) sluice.lanes');
+    await emptiedByVacuum(t, 'plans-waits', 100);
+    // 2,000 lanes with nothing due for an hour: none has a hint.
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: 2_000 }, (_, i) => newTask({ queue: 'plans-waits', concurrencyKey: `later${i}`, delayMs: 3_600_000 })),
+    );
+    const waits = () => readsDuring(t.db, async (tx) => (await tx.query<{ w: boolean }>('select sluice.work_waits() as w'))[0]!.w);
+    // The deleted tasks left their lane's hint too good: work may wait, says it, until a pass
+    // finds nothing there and makes the hint exact.
+    expect((await waits()).result).toBe(true);
+    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}' })).toEqual([]);
+    const none = await waits();
+    expect(none.result).toBe(false);
+    expect(none.seqScans).toEqual({});
+    // Each of its two lookups stops at its partial index's first entry, of which there is none.
+    expect(sum(none.entries), JSON.stringify(none.entries)).toBeLessThan(5);
+    await taskInsertMany(t.db, [newTask({ queue: 'plans-waits' })]);
+    expect((await waits()).result).toBe(true);
+  });
+});

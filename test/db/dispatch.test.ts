@@ -133,12 +133,21 @@ describe('outcomes', () => {
     expect(await get(task.id)).toMatchObject({ status: 'succeeded', result: '{"done":true}', lastStatus: 201, attempts: 1, lease: null });
   });
 
-  it("one task, two claim passes: the push's end claims nothing in vain before its settle", async () => {
+  it('one task, one claim pass: none in vain after its push or its settle', async () => {
     await enqueue();
-    // The first pass leases the task (it asked for 4); only its settle's commit can free
-    // anything more, and the second pass, after it, finds nothing. Before, the push's end
-    // made a pass of its own first, always in vain.
-    expect(await run()).toMatchObject({ claimed: 1, succeeded: 1, claimPasses: 2 });
+    // The first pass leases the task (it asked for 4). Its push's end frees no slot, and its
+    // settle says no work waits: no pass follows either. There were three passes a task, the
+    // last two always in vain.
+    expect(await run()).toMatchObject({ claimed: 1, succeeded: 1, claimPasses: 1 });
+  });
+
+  it("a task held back by its key's limit is claimed once the first one's settle commits", async () => {
+    await enqueue({ concurrencyKey: 'one-at-a-time', concurrencyLimit: 1 });
+    await enqueue({ concurrencyKey: 'one-at-a-time', concurrencyLimit: 1 });
+    // The first pass leases one; the settle says work waits (the key's lane has a task due),
+    // so the second pass follows it and leases the other; the second settle says none waits.
+    expect(await run()).toMatchObject({ claimed: 2, succeeded: 2, claimPasses: 2 });
+    expect(endpoint.received).toHaveLength(2);
   });
 
   it('5xx: retried after the backoff, then succeeds on the next attempt', async () => {
