@@ -11,9 +11,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { taskClaimBatch } from '../../src/db/claim.ts';
+import { type ClaimLimits, taskClaimBatch } from '../../src/db/claim.ts';
 import type { Db, Queryable } from '../../src/db/db.ts';
-import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { type NewTask, taskInsertMany } from '../../src/db/enqueue.ts';
 import { leaseHeartbeat, leaseNote } from '../../src/db/leases.ts';
 import { leaseEnding, leaseSettleMany } from '../../src/db/settle.ts';
 import { taskList } from '../../src/db/tasks.ts';
@@ -61,6 +61,19 @@ function readsBetween(before: Reads, after: Reads): Reads {
 
 const sum = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
 
+/** Enqueues `n` tasks, the i-th with `fields(i)`. */
+function insertTasks(db: Db, n: number, fields: (i: number) => Partial<NewTask>) {
+  return taskInsertMany(
+    db,
+    Array.from({ length: n }, (_, i) => newTask(fields(i))),
+  );
+}
+
+/** One claim pass of the dispatcher's (pushed queues), with no cluster cap unless `limits` sets one. */
+function claimPass(db: Queryable, max: number, limits: Partial<ClaimLimits> = {}) {
+  return taskClaimBatch(db, { max, clusterCap: null, queuesJson: '{}', ...limits });
+}
+
 /** What `work` read, run in one transaction of `db`, with what it returned. */
 async function readsDuring<T>(db: Db, work: (tx: Queryable) => Promise<T>): Promise<{ result: T } & Reads> {
   return db.transaction(async (tx) => {
@@ -107,10 +120,7 @@ async function rowsPlannedFor(t: TestDatabase): Promise<number> {
  * went, their pages stay (migrations/0021), and its statistics say "no rows".
  */
 async function emptiedByVacuum(t: TestDatabase, queue: string, n: number): Promise<void> {
-  await taskInsertMany(
-    t.db,
-    Array.from({ length: n }, () => newTask({ queue })),
-  );
+  await insertTasks(t.db, n, () => ({ queue }));
   await t.db.query('delete from sluice.tasks');
   await t.db.query('vacuum (analyze) sluice.tasks');
 }
@@ -144,26 +154,14 @@ describe('the claim, whatever its tables held when it was planned', () => {
     // Autovacuum is off for these tables (databaseWithoutAutovacuum), so the statistics stay
     // what the plans were made from.
     const fill = async () => {
-      await taskInsertMany(
-        t.db,
-        Array.from({ length: 4_000 }, (_, i) => newTask({ queue, concurrencyKey: `k${i % 40}`, concurrencyLimit: 2 })),
-      );
-      await taskInsertMany(
-        t.db,
-        Array.from({ length: 200 }, (_, i) => newTask({ queue, concurrencyKey: `d${i % 10}`, concurrencyLimit: 2, delayMs: 30_000 })),
-      );
+      await insertTasks(t.db, 4_000, (i) => ({ queue, concurrencyKey: `k${i % 40}`, concurrencyLimit: 2 }));
+      await insertTasks(t.db, 200, (i) => ({ queue, concurrencyKey: `d${i % 10}`, concurrencyLimit: 2, delayMs: 30_000 }));
       // 10 tasks that waited on children, all finished now: the pass resumes them first.
-      const waited = await taskInsertMany(
-        t.db,
-        Array.from({ length: 10 }, (_, i) => newTask({ queue, concurrencyKey: `w${i}`, concurrencyLimit: 2 })),
-      );
+      const waited = await insertTasks(t.db, 10, (i) => ({ queue, concurrencyKey: `w${i}`, concurrencyLimit: 2 }));
       await t.db.query(`update sluice.tasks set status = 'waiting' where id = any($1::bigint[])`, [waited.map((w) => w.task.id)]);
       // And 2,000 lanes with nothing due for an hour: a pass that walked the lanes' index whole
       // would read them all.
-      await taskInsertMany(
-        t.db,
-        Array.from({ length: 2_000 }, (_, i) => newTask({ queue, concurrencyKey: `later${i}`, delayMs: 3_600_000 })),
-      );
+      await insertTasks(t.db, 2_000, (i) => ({ queue, concurrencyKey: `later${i}`, delayMs: 3_600_000 }));
     };
     await t.db.query('delete from sluice.tasks');
     await t.db.query('delete from sluice.lanes');
@@ -178,7 +176,7 @@ describe('the claim, whatever its tables held when it was planned', () => {
       if (when === 'empty') await fill();
       // One of each ready key leased by another session (its lease, a minute long, counts against the key).
       const now = new Date(Date.now() + 1_000);
-      await taskClaimBatch(t.db, { max: 40, clusterCap: null, queuesJson: '{}', now });
+      await claimPass(t.db, 40, { now });
 
       // The plans stay what they were made from.
       expect(await rowsPlannedFor(t)).toBe(when === 'empty' ? 0 : 6_210);
@@ -211,11 +209,8 @@ describe('the settle after a vacuum found the task table empty', () => {
       for (let i = 0; i < 8; i++) {
         await leaseSettleMany(one, [leaseEnding(gone, { status: 'succeeded', result: null, httpStatus: 200 }, 1)]);
       }
-      await taskInsertMany(
-        t.db,
-        Array.from({ length: 2_000 }, () => newTask({ queue: 'plans-settle' })),
-      );
-      const leased = await taskClaimBatch(t.db, { max: 20, clusterCap: null, queuesJson: '{}' });
+      await insertTasks(t.db, 2_000, () => ({ queue: 'plans-settle' }));
+      const leased = await claimPass(t.db, 20);
       expect(leased).toHaveLength(20);
       expect(await rowsPlannedFor(t)).toBe(0);
       // Half succeed, half fail and retry at once (their lanes' hints are lowered too).
@@ -251,11 +246,8 @@ describe('the lease calls after a vacuum found the task table empty', () => {
   it('find a lease by its task id, not through the index of every lease', async () => {
     const t = database();
     await emptiedByVacuum(t, 'plans-lease', 1_000);
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 1_000 }, () => newTask({ queue: 'plans-lease' })),
-    );
-    const leased = await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' });
+    await insertTasks(t.db, 1_000, () => ({ queue: 'plans-lease' }));
+    const leased = await claimPass(t.db, 1_000);
     expect(await rowsPlannedFor(t)).toBe(0);
     const task = leased[500]!;
     const { result: beat, ...reads } = await readsDuring(t.db, async (tx) => {
@@ -276,14 +268,8 @@ describe("listing a small queue's pending tasks beside another queue's backlog",
 
   it("reads that queue's entries, not the task table", async () => {
     const t = database();
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 20 }, () => newTask({ queue: 'small' })),
-    );
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 3_000 }, () => newTask({ queue: 'big' })),
-    );
+    await insertTasks(t.db, 20, () => ({ queue: 'small' }));
+    await insertTasks(t.db, 3_000, () => ({ queue: 'big' }));
     await t.db.query('vacuum (analyze) sluice.tasks');
     const { result: listed, ...reads } = await readsDuring(t.db, (tx) => taskList(tx, { queue: 'small', status: 'pending', limit: 10 }));
     expect(listed).toHaveLength(10);
@@ -300,20 +286,12 @@ describe('a claim pass beside leases held for long', () => {
   it('counts only the leases a limit reads: none without one, all under a cluster cap', async () => {
     const t = database();
     // 3,000 leases an endpoint keeps (heartbeats), in a queue with no limit.
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 3_000 }, () => newTask({ queue: 'kept' })),
-    );
-    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
-    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
-    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(1_000);
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 40 }, () => newTask({ queue: 'fresh' })),
-    );
+    await insertTasks(t.db, 3_000, () => ({ queue: 'kept' }));
+    for (let i = 0; i < 3; i++) expect(await claimPass(t.db, 1_000)).toHaveLength(1_000);
+    await insertTasks(t.db, 40, () => ({ queue: 'fresh' }));
     await t.db.query('vacuum (analyze) sluice.tasks');
     const pass = (clusterCap: number | null, queuesJson: string) =>
-      readsDuring(t.db, async (tx) => (await taskClaimBatch(tx, { max: 10, clusterCap, queuesJson })).length);
+      readsDuring(t.db, async (tx) => (await claimPass(tx, 10, { clusterCap, queuesJson })).length);
 
     // Neither queue limited, no cluster cap: no lease is counted. Before the counts were made
     // where a limit reads them (migrations/functions/claim.sql), the pass read all 3,000.
@@ -339,21 +317,18 @@ describe('whether work waits for a claim pass, after a vacuum found the tables e
     await t.db.query('vacuum (analyze) sluice.lanes');
     await emptiedByVacuum(t, 'plans-waits', 100);
     // 2,000 lanes with nothing due for an hour: none has a hint.
-    await taskInsertMany(
-      t.db,
-      Array.from({ length: 2_000 }, (_, i) => newTask({ queue: 'plans-waits', concurrencyKey: `later${i}`, delayMs: 3_600_000 })),
-    );
+    await insertTasks(t.db, 2_000, (i) => ({ queue: 'plans-waits', concurrencyKey: `later${i}`, delayMs: 3_600_000 }));
     const waits = () => readsDuring(t.db, async (tx) => (await tx.query<{ w: boolean }>('select sluice.work_waits() as w'))[0]!.w);
     // The deleted tasks left their lane's hint too good: work may wait, says it, until a pass
     // finds nothing there and makes the hint exact.
     expect((await waits()).result).toBe(true);
-    expect(await taskClaimBatch(t.db, { max: 10, clusterCap: null, queuesJson: '{}' })).toEqual([]);
+    expect(await claimPass(t.db, 10)).toEqual([]);
     const none = await waits();
     expect(none.result).toBe(false);
     expect(none.seqScans).toEqual({});
     // Each of its two lookups stops at its partial index's first entry, of which there is none.
     expect(sum(none.entries), JSON.stringify(none.entries)).toBeLessThan(5);
-    await taskInsertMany(t.db, [newTask({ queue: 'plans-waits' })]);
+    await insertTasks(t.db, 1, () => ({ queue: 'plans-waits' }));
     expect((await waits()).result).toBe(true);
   });
 });
