@@ -147,13 +147,16 @@ learn as (
   from input i
   where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or i.signal = 'hold')
 ),
--- Whether a claim pass could find work now: the hints as they were (sluice.work_waits), or a
--- task this statement makes due at once, which that snapshot cannot see: a retry due now (its
--- hint is lowered above), a callback (enqueued by a trigger once the statement ends).
+-- Whether a claim pass could find work now, when $4 asks (else "yes", and nothing is read): the
+-- hints as they were (sluice.work_waits), or a task this statement makes due at once, which that
+-- snapshot cannot see: a retry due now (its hint is lowered above), a callback (enqueued by a
+-- trigger once the statement ends).
 waits as (
-  select sluice.work_waits()
-         or exists (select 1 from settled where run_at <= now())
-         or exists (select 1 from done where callback is not null) as work_waits
+  select case when $4::boolean
+              then sluice.work_waits()
+                   or exists (select 1 from settled where run_at <= now())
+                   or exists (select 1 from done where callback is not null)
+              else true end as work_waits
 )
 select id::text as id, status, work_waits from settled cross join learn cross join waits
 union all
@@ -174,7 +177,7 @@ export async function leaseSettleMany(
   items: readonly LeaseSettlement[],
   adaptiveQueues: readonly string[] = [],
 ): Promise<Map<string, TaskStatus>> {
-  return (await leaseSettleReport(db, items, adaptiveQueues)).held;
+  return (await leaseSettleReport(db, items, adaptiveQueues, false)).held;
 }
 
 export interface SettleReport {
@@ -182,16 +185,20 @@ export interface SettleReport {
   held: Map<string, TaskStatus>;
   /**
    * Whether a claim pass could find work once these commit (`sluice.work_waits`): a slot freed
-   * here can be wanted only then. `true` when no lease was held (nothing was read).
+   * here can be wanted only then. `true` when not asked, or when no lease was held.
    */
   workWaits: boolean;
 }
 
-/** `leaseSettleMany`, with whether work waits for a claim pass (the dispatcher's settler). */
+/**
+ * `leaseSettleMany`, and, when `askWorkWaits`, whether work waits for a claim pass (the
+ * dispatcher's settler asks only when it would act on the answer: the probe is per statement).
+ */
 export async function leaseSettleReport(
   db: Queryable,
   items: readonly LeaseSettlement[],
-  adaptiveQueues: readonly string[] = [],
+  adaptiveQueues: readonly string[],
+  askWorkWaits: boolean,
 ): Promise<SettleReport> {
   if (items.length === 0) return { held: new Map(), workWaits: true };
   // A retry's due time was decided on this process's clock; the database keeps due times on
@@ -222,6 +229,7 @@ export async function leaseSettleReport(
     JSON.stringify(input),
     adaptiveQueues,
     LIMITS.maxDeferrals,
+    askWorkWaits,
   ]);
   return { held: new Map(rows.map((r) => [r.id, r.status])), workWaits: rows[0]?.work_waits ?? true };
 }

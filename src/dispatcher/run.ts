@@ -87,7 +87,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const meter = deps.meter ?? new Meter();
   meter.add('dispatch_runs');
   const adaptive = adaptiveQueues(config);
-  const settler = new Settler(db, adaptive);
+  // A settle finds out whether work waits only when the run would act on it (below: after a
+  // pass that found less than it asked for); in a drain, passes are full and it reads nothing.
+  const settler = new Settler(db, adaptive, () => !lastPassFull);
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,

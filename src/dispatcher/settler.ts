@@ -23,14 +23,19 @@ export class Settler {
   writes = 0;
   /**
    * What the last write said of work waiting for a claim pass (db/settle.ts `SettleReport`);
-   * `true` until a write says otherwise, and after a failed one.
+   * `true` until a write says otherwise, after a failed one, and when the write did not ask.
    */
   workWaits = true;
+  #askWorkWaits: () => boolean;
 
-  /** `adaptiveQueues`: the environment's adaptive queues (an override may change any). */
-  constructor(db: Db, adaptiveQueues: readonly string[] = []) {
+  /**
+   * `adaptiveQueues`: the environment's adaptive queues (an override may change any).
+   * `askWorkWaits`: whether a write, when it is sent, should find out `workWaits`.
+   */
+  constructor(db: Db, adaptiveQueues: readonly string[] = [], askWorkWaits: () => boolean = () => false) {
     this.#db = db;
     this.#adaptiveQueues = adaptiveQueues;
+    this.#askWorkWaits = askWorkWaits;
   }
 
   /** Resolves once written: `true` when the lease was still held, `false` when it was not. */
@@ -52,11 +57,13 @@ export class Settler {
       const batch = this.#queue.splice(0);
       try {
         this.writes++;
+        const ask = this.#askWorkWaits();
         const { held, workWaits } = await withDbRetry(() =>
           leaseSettleReport(
             this.#db,
             batch.map((w) => w.item),
             this.#adaptiveQueues,
+            ask,
           ),
         );
         this.workWaits = workWaits;
