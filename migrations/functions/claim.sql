@@ -53,14 +53,25 @@ language sql stable as $$ select (last_value + 1) * 10000 from sluice.claim_pass
 -- Its plans, as the claim's, are generic: made once per session, never again for each call's
 -- values (a custom plan cost more to make than to run), and never read a table or an index
 -- whole (below). Its lanes are locked with skip locked, in no order (below).
+-- The lanes are locked first, and their hints worked out by a statement of its own, whose
+-- snapshot is taken once the locks are held: every enqueue into a locked lane has then either
+-- committed (its task is seen) or waits for the lock (its trigger lowers the hint after this
+-- commits). Locked and written in one statement, a hint was worked out from that statement's
+-- snapshot, taken before the lock: an enqueue that wrote the lane's row (lanes_touch) and
+-- committed in between had its row re-read as it is now, but its task was not counted. The hint
+-- went null with the task pending, and no claim looks at a lane without a hint: the task waited
+-- for the next enqueue into its lane, for ever if none came (test/db/claim-race.test.ts).
+-- Other writers need no such care: they only lower hints (least()), and a task made pending by
+-- a settle is due after it was created, so the claim pass that finds it due promotes it.
 create or replace function sluice.lanes_recompute(p_ids bigint[], p_now timestamptz default null,
                                                  p_served bigint[] default null, p_pass bigint default null) returns void
 language plpgsql set plan_cache_mode = force_generic_plan
   set enable_seqscan = off set enable_bitmapscan = off set enable_mergejoin = off as $$
+declare
+  v_locked bigint[];
 begin
-  with locked as (
-    select id from sluice.lanes where id = any(p_ids) for update skip locked
-  )
+  select array_agg(l.id) into v_locked
+  from (select id from sluice.lanes where id = any(p_ids) for update skip locked) l;
   update sluice.lanes k
   set head_priority = (
         select min(t.priority) from sluice.tasks t
@@ -69,7 +80,7 @@ begin
           and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
       ),
       served = coalesce((select p_pass * 10000 + s.ord from unnest(p_served) with ordinality as s(id, ord) where s.id = k.id), k.served)
-  where k.id = any(array(select id from locked));
+  where k.id = any(v_locked);
 end $$;
 
 -- Whether a claim pass could find anything to claim or resume now: a lane with a hint (a hint

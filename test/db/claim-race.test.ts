@@ -81,3 +81,46 @@ describe('concurrent claims', () => {
     expect(state).toEqual({ succeeded: 1_000, other: 0 });
   });
 });
+
+describe('lane hints under racing enqueues', () => {
+  // A pass makes the hints of the lanes it looked at exact (sluice.lanes_recompute). An enqueue
+  // that commits while it does must never be left in a lane without a hint: no claim looks there.
+  it('a pass that makes hints exact never leaves a pending task without one', async () => {
+    await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
+    const LANES = 500;
+    const key = (i: number) => `k${i % LANES}`;
+    await taskInsertMany(
+      t.db,
+      Array.from({ length: LANES }, (_, i) => newTask({ concurrencyKey: key(i) })),
+    );
+    const passes = openPgDb(t.url, 1);
+    const enqueuers = Array.from({ length: 2 }, () => openPgDb(t.url, 1));
+    let enqueuing = true;
+    let recomputes = 0;
+    const recompute = async () => {
+      while (enqueuing) {
+        await passes.query(`select sluice.lanes_recompute(array(select id from sluice.lanes where head_priority is not null))`);
+        recomputes++;
+      }
+    };
+    // Each round empties a lane (its task claimed and finished: the hint stays, too good) and
+    // enqueues into it again, while the hints of every lane with one are made exact over and over.
+    const enqueue = async (db: (typeof enqueuers)[number], first: number) => {
+      for (let round = 0; round < 800; round++) {
+        const lane = key(first + round * 7);
+        await db.query(`delete from sluice.tasks where concurrency_key = $1 and status = 'pending'`, [lane]);
+        await taskInsertMany(db, [newTask({ concurrencyKey: lane })]);
+      }
+    };
+    await Promise.all([recompute(), Promise.all(enqueuers.map((db, i) => enqueue(db, i * 250))).finally(() => (enqueuing = false))]);
+    await Promise.all([passes, ...enqueuers].map((db) => db.close()));
+    const [left] = await t.db.query<{ stranded: number; pending: number }>(
+      `select count(*) filter (where k.head_priority is null)::int as stranded, count(*)::int as pending
+       from sluice.tasks t join sluice.lanes k on k.queue = t.queue and k.lane = t.lane where t.status = 'pending'`,
+    );
+    expect(recomputes).toBeGreaterThan(50);
+    expect(left).toEqual({ stranded: 0, pending: LANES });
+    // Every lane's task is still claimable.
+    expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(LANES);
+  });
+});
