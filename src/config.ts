@@ -128,6 +128,8 @@ export interface Config {
   neonWsProxy: string | null;
   /** GET /metrics: per queue, the keys holding the most slots that get series of their own. */
   metricsTopKeys: number;
+  /** The longest a waiting pull goes without claiming again, whatever pokes it missed (src/api/pull.ts). */
+  pullRecheckMs: number;
   /**
    * The origin browsers reach Sluice at (`SLUICE_PUBLIC_URL`), e.g. behind a reverse proxy that
    * rewrites Host; `null`: each request's own URL. The dashboard's forgery check expects it.
@@ -232,6 +234,7 @@ const envSchema = z
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
     SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
+    SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
     SLUICE_PUBLIC_URL: publicOrigin(),
     SLUICE_RETENTION: z
       .string()
@@ -313,6 +316,7 @@ export function loadConfig(env: Env): Config {
     queues: Object.freeze(e.SLUICE_QUEUES),
     apiDatabase: e.SLUICE_API_DATABASE,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
+    pullRecheckMs: e.SLUICE_PULL_RECHECK_MS,
     publicOrigin: e.SLUICE_PUBLIC_URL,
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,

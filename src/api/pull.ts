@@ -25,11 +25,6 @@ import type { Answer, pulledTask } from './answers.ts';
 import { bodyView } from './views.ts';
 
 /**
- * The longest a waiting pull goes without claiming again, whatever pokes it missed: a slot the
- * dispatcher freed (its settles poke no one), a poke lost between instances.
- */
-const RECHECK_MS = 1_000;
-/**
  * The shortest wait for a due time. The next-due probe covers every queue: a busy rate-limited
  * queue elsewhere, or an expired lease not reaped yet, would otherwise make an idle consumer
  * claim many times a second.
@@ -105,6 +100,9 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
   // One listener for the whole poll (not one per wait: Node warns past ten on a signal).
   const gone = aborted(ctx.signal);
   const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: claimQueuesJson(ctx.config), pull: queue };
+  // The longest a waiting pull goes without claiming again, whatever pokes it missed: a slot the
+  // dispatcher freed (its settles poke no one), a poke lost between instances.
+  const recheckMs = ctx.config.pullRecheckMs;
   /** The wait under way, if it has not ended yet (a due time may have cut it short). */
   let waiting: Promise<'woken'> | null = null;
   let claimedAt = Number.NEGATIVE_INFINITY;
@@ -114,7 +112,7 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
     if (ctx.signal.aborted) return [];
     // Waiting from before the claim: a poke for work committed while it ran is not missed.
     const left = deadline - Date.now();
-    if (waiting === null && left > 0) waiting = waitFor(ctx, queue, Math.min(left, RECHECK_MS)).then(() => 'woken' as const);
+    if (waiting === null && left > 0) waiting = waitFor(ctx, queue, Math.min(left, recheckMs)).then(() => 'woken' as const);
     const woken = left > 0 ? waiting : null;
     claimedAt = Date.now();
     const tasks = await taskClaimBatch(ctx.db, limits);
@@ -140,8 +138,8 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
     }
     if (woken === null) return [];
     // Sooner than the recheck when something comes due before it (this queue's or not).
-    const dueInMs = (await nextDueInMs(ctx.db)) ?? RECHECK_MS;
-    const due = dueInMs < RECHECK_MS ? sleep(Math.max(MIN_RECHECK_MS, dueInMs)) : woken;
+    const dueInMs = (await nextDueInMs(ctx.db)) ?? recheckMs;
+    const due = dueInMs < recheckMs ? sleep(Math.max(MIN_RECHECK_MS, dueInMs)) : woken;
     if ((await Promise.race([woken, due, gone])) === 'woken') waiting = null;
   }
 }

@@ -11,9 +11,12 @@ import type { TestDatabase } from '../helpers/db.ts';
 import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
 const CAP = 4;
+/** A waiting pull claims again only when poked, or at a due time: never at the 1 s recheck. */
+const RECHECK_MS = 60_000;
 const VARS = {
   SLUICE_QUEUES: JSON.stringify({ inbox: { pull: true }, held: { pull: true }, race: { pull: true } }),
   SLUICE_CLUSTER_CAP: String(CAP),
+  SLUICE_PULL_RECHECK_MS: String(RECHECK_MS),
 };
 const f = useWorkerFixture(() => VARS);
 
@@ -51,13 +54,21 @@ async function exercise(base: string, db: TestDatabase['db']) {
   expect(await pull(base, 'inbox')).toEqual([]);
 
   // A pull waiting on an empty queue answers once a task is enqueued: the enqueue's poke wakes it.
-  const waiting = pull(base, 'inbox', { wait_ms: 15_000 });
+  // Unwoken, it would claim again only at its recheck (a minute here) or at its wait's end (20 s):
+  // the wait for its answer gives up long before either.
+  const waiting = pull(base, 'inbox', { wait_ms: 20_000 });
   await new Promise((r) => setTimeout(r, 300));
   const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
   const enqueued = await call(base, 'POST', '/v1/tasks', { queue: 'inbox', body: { n: 1 }, traceparent });
   const enqueuedAt = performance.now();
   expect([enqueued.status, enqueued.body.url]).toEqual([201, null]);
-  const [got] = await waiting;
+  let unwoken: ReturnType<typeof setTimeout> | undefined;
+  const [got] = await Promise.race([
+    waiting,
+    new Promise<never>((_, reject) => {
+      unwoken = setTimeout(() => reject(new Error('the enqueue did not wake the waiting pull')), 10_000);
+    }),
+  ]).finally(() => clearTimeout(unwoken));
   console.info(`pull answered ${(performance.now() - enqueuedAt).toFixed(1)} ms after the enqueue's answer (${base})`);
   expect(got).toMatchObject({ id: enqueued.body.id, attempt: 1, body: { n: 1 } });
   // Its attempt is a span of the enqueuer's trace, as a push's would be.
