@@ -83,6 +83,54 @@ begin
   where k.id = any(v_locked);
 end $$;
 
+-- Deletes the rows of keyed lanes that hold no unfinished task, at most p_max, and returns how
+-- many: a lane is a row per key ever used, and keys come and go (a key per customer, per order),
+-- so without this the table grew for ever. Its levels and rate buckets are swept beside it
+-- (src/db/retention.ts). A queue keeps its lane '' (made here if it had none), so that it stays
+-- known (src/db/queues.ts `queueNamesKnown`) as it was while its keys had rows. A key back after
+-- its lane went gets a new one from its next enqueue (lanes_touch), at the back of the round.
+-- As lanes_recompute: the lanes are locked first (skip locked: an enqueue that holds one is
+-- adding a task to it), and a statement of its own, whose snapshot is taken once the locks are
+-- held, checks again that each holds no task: an enqueue that committed before the lock is seen,
+-- one that comes after it waits, and its trigger makes the lane again once this commits. Tasks
+-- never move into a lane but by an insert, so a lane seen empty then stays empty until that.
+-- The '' lanes are made first, before any lane is locked: made after, one could wait for an
+-- enqueue making the same lane while that enqueue waited for a keyed lane locked here.
+-- Each check is a probe of one index (a subquery with a limit is never made a join).
+create or replace function sluice.lanes_sweep(p_max integer) returns integer
+language plpgsql set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off set enable_bitmapscan = off set enable_mergejoin = off as $$
+declare
+  v_ids bigint[];
+  v_gone integer;
+begin
+  insert into sluice.lanes (queue, lane)
+  select distinct k.queue, '' from sluice.lanes k where k.lane <> ''
+  order by 1
+  on conflict (queue, lane) do nothing;
+
+  select array_agg(x.id) into v_ids from (
+    select k.id from sluice.lanes k
+    where k.lane <> ''
+      and (select 1 from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane limit 1) is null
+      and (select 1 from sluice.tasks t where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane limit 1) is null
+      and (select 1 from sluice.tasks t where t.status = 'waiting' and t.queue = k.queue and t.lane = k.lane limit 1) is null
+    limit p_max
+    for update skip locked
+  ) x;
+  if v_ids is null then
+    return 0;
+  end if;
+
+  delete from sluice.lanes k
+  where k.id = any(v_ids)
+    and (select 1 from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane limit 1) is null
+    and (select 1 from sluice.tasks t where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane limit 1) is null
+    and (select 1 from sluice.tasks t where t.status = 'waiting' and t.queue = k.queue and t.lane = k.lane limit 1) is null;
+  get diagnostics v_gone = row_count;
+  return v_gone;
+end $$;
+
 -- Whether a claim pass could find anything to claim or resume now: a lane with a hint (a hint
 -- may be too good, never too poor, so "none" is sure), or a task waiting on children (the pass
 -- resumes those). A settle says it (src/db/settle.ts), so that a dispatcher after a pass that

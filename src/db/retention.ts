@@ -1,7 +1,8 @@
 /**
  * What each sweep deletes besides history: rate-limit grants past their period, which count
- * against nothing (0011_rate_limits.sql), and levels that learnt nothing for an hour
- * (0016_levels.sql), so that their rows stay bounded by the keys in use.
+ * against nothing (0011_rate_limits.sql), levels that learnt nothing for an hour
+ * (0016_levels.sql), and the lanes of keys that hold no unfinished task
+ * (migrations/functions/claim.sql `lanes_sweep`), so that their rows stay bounded by the keys in use.
  */
 import type { Queryable } from './db.ts';
 
@@ -35,4 +36,21 @@ export async function levelsSweep(db: Queryable): Promise<number> {
     [LEVEL_IDLE_MS],
   );
   return row?.n ?? 0;
+}
+
+/** Lanes deleted by one statement at most (each is locked until its transaction ends). */
+export const LANES_PER_STATEMENT = 5_000;
+/** Statements one sweep runs at most: 100,000 lanes a sweep, more than a sweep's worth of new keys at 1,500 a second. */
+const LANE_STATEMENTS = 20;
+
+/** Deletes the lanes of keys that hold no unfinished task (`sluice.lanes_sweep`); returns how many. */
+export async function lanesSweep(db: Queryable, perStatement = LANES_PER_STATEMENT): Promise<number> {
+  let gone = 0;
+  for (let i = 0; i < LANE_STATEMENTS; i++) {
+    const [row] = await db.query<{ n: number }>('select sluice.lanes_sweep($1) as n', [perStatement]);
+    const n = row?.n ?? 0;
+    gone += n;
+    if (n < perStatement) break;
+  }
+  return gone;
 }

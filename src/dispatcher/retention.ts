@@ -10,7 +10,7 @@ import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
 import { debouncesSweep } from '../db/debounce.ts';
 import { historySweep, moveStragglers } from '../db/history.ts';
-import { levelsSweep, rateBucketsSweep, rateGrantsSweep } from '../db/retention.ts';
+import { lanesSweep, levelsSweep, rateBucketsSweep, rateGrantsSweep } from '../db/retention.ts';
 import { withDbRetry } from './retry-db.ts';
 
 /** With no window (kept for ever), buckets still close daily: a closed bucket is counted once for /metrics. */
@@ -42,11 +42,12 @@ export interface SweepReport {
   stragglers: number;
 }
 
-/** One sweep: rate-limit grants past their period, idle levels, spent debounces, stragglers, then the buckets. `now`: the sweep's clock (tests). */
+/** One sweep: rate-limit grants past their period, idle levels, the lanes of idle keys, spent debounces, stragglers, then the buckets. `now`: the sweep's clock (tests). */
 export async function sweepFinished(db: Queryable, config: RetentionConfig, now?: Date): Promise<SweepReport> {
   await withDbRetry(() => rateGrantsSweep(db));
   await withDbRetry(() => rateBucketsSweep(db));
   await withDbRetry(() => levelsSweep(db));
+  await withDbRetry(() => lanesSweep(db));
   await withDbRetry(() => debouncesSweep(db));
   const stragglers = await withDbRetry(() => moveStragglers(db, STRAGGLERS));
   const { opened, dropped } = await withDbRetry(() => historySweep(db, bucketWidthMs(config), keepMs(config), now));

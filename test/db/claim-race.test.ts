@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
+import { lanesSweep } from '../../src/db/retention.ts';
+import { taskCancel } from '../../src/db/tasks.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import { openPgDb } from '../../src/node/pg-db.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
@@ -122,5 +124,42 @@ describe('lane hints under racing enqueues', () => {
     expect(left).toEqual({ stranded: 0, pending: LANES });
     // Every lane's task is still claimable.
     expect(await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' })).toHaveLength(LANES);
+  });
+});
+
+describe('lanes swept under racing enqueues', () => {
+  // The retention sweep deletes the lanes that hold no unfinished task (sluice.lanes_sweep). One
+  // that gains a task while it runs must stay (or come back): no claim looks at a lane that is gone.
+  it('a sweep never takes the lane of a task enqueued while it runs', async () => {
+    await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
+    const sweeper = openPgDb(t.url, 1);
+    const enqueuers = Array.from({ length: 2 }, () => openPgDb(t.url, 1));
+    let enqueuing = true;
+    let swept = 0;
+    const sweep = async () => {
+      while (enqueuing) swept += await lanesSweep(sweeper, 200);
+    };
+    // Each round leaves a key's lane empty (a task enqueued and cancelled), then enqueues the
+    // task that stays, while the sweep deletes empty lanes over and over.
+    const kept: string[] = [];
+    const enqueue = async (db: (typeof enqueuers)[number], name: string) => {
+      for (let round = 0; round < 400; round++) {
+        const key = `${name}${round}`;
+        const [first] = await taskInsertMany(db, [newTask({ queue: 'swept', concurrencyKey: key })]);
+        await taskCancel(db, first!.task.id);
+        const [stays] = await taskInsertMany(db, [newTask({ queue: 'swept', concurrencyKey: key })]);
+        kept.push(stays!.task.id);
+      }
+    };
+    await Promise.all([sweep(), Promise.all(enqueuers.map((db, i) => enqueue(db, `e${i}-`))).finally(() => (enqueuing = false))]);
+    await Promise.all([sweeper, ...enqueuers].map((db) => db.close()));
+    const [left] = await t.db.query<{ stranded: number; pending: number }>(
+      `select count(*) filter (where k.head_priority is null)::int as stranded, count(*)::int as pending
+       from sluice.tasks t left join sluice.lanes k on k.queue = t.queue and k.lane = t.lane where t.status = 'pending'`,
+    );
+    expect(swept).toBeGreaterThan(100);
+    expect(left).toEqual({ stranded: 0, pending: kept.length });
+    const claimed = await taskClaimBatch(t.db, { max: 1_000, clusterCap: null, queuesJson: '{}' });
+    expect(claimed.map((c) => c.id).sort()).toEqual([...kept].sort());
   });
 });

@@ -5,9 +5,13 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
+import { taskClaimBatch } from '../../src/db/claim.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { taskAttempts } from '../../src/db/leases.ts';
+import { queueNamesKnown } from '../../src/db/queues.ts';
+import { lanesSweep } from '../../src/db/retention.ts';
 import { taskCancel, taskGet, taskRedrive } from '../../src/db/tasks.ts';
+import { leaseWait } from '../../src/db/waits.ts';
 import { bucketWidthMs, keepMs, sweepFinished } from '../../src/dispatcher/retention.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
@@ -147,5 +151,53 @@ describe('a sweep', () => {
     expect(await hot()).toEqual([]);
     expect(await taskGet(t.db, task.id)).toMatchObject({ status: 'succeeded', attempts: 1, result: 'done', lastStatus: 200 });
     expect((await taskAttempts(t.db, task.id)).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+});
+
+describe('the lanes of keys', () => {
+  const lanes = async (queue: string) =>
+    (await t.db.query<{ lane: string }>('select lane from sluice.lanes where queue = $1 order by lane', [queue])).map((r) => r.lane);
+  const claim = (max: number) => taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: '{}' });
+
+  it('go once no unfinished task is in them, and come back with the next one', async () => {
+    await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
+    const keyed = (key: string, overrides: Parameters<typeof newTask>[0] = {}) =>
+      enqueue({ queue: 'lanes', concurrencyKey: key, ...overrides });
+    // Leased: its task is claimed and held. Waiting: its task waits for a child (in its own key).
+    const leased = await keyed('leased');
+    const parent = await keyed('waiting');
+    const [held, waiter] = await claim(10);
+    expect([held!.id, waiter!.id].sort()).toEqual([leased.id, parent.id].sort());
+    const child = await keyed('child', { parentId: parent.id });
+    expect(await leaseWait(t.db, waiter!.id, waiter!.lease.id, null, '{}')).toMatchObject({ kind: 'waiting' });
+    // Pending, due and due in an hour; finished, cancelled before its push.
+    const due = await keyed('due');
+    await keyed('later', { runAt: new Date(Date.now() + 3_600_000) });
+    await taskCancel(t.db, (await keyed('finished')).id);
+    await taskCancel(t.db, (await enqueue({ queue: 'keys-only', concurrencyKey: 'gone' })).id);
+    expect(await lanes('lanes')).toEqual(['k:child', 'k:due', 'k:finished', 'k:later', 'k:leased', 'k:waiting']);
+
+    // Only the lanes no unfinished task is in go; each queue keeps (or gets) its lane '', and stays known.
+    expect(await lanesSweep(t.db)).toBe(2);
+    expect(await lanes('lanes')).toEqual(['', 'k:child', 'k:due', 'k:later', 'k:leased', 'k:waiting']);
+    expect(await lanes('keys-only')).toEqual(['']);
+    expect(await queueNamesKnown(t.db)).toEqual(expect.arrayContaining(['lanes', 'keys-only']));
+    expect(await lanesSweep(t.db)).toBe(0);
+
+    // A key back after its lane went gets a new one from its enqueue, and its task is claimed.
+    const back = await keyed('finished');
+    expect(await lanes('lanes')).toContain('k:finished');
+    expect((await claim(10)).map((c) => c.id).sort()).toEqual([back.id, child.id, due.id].sort());
+  });
+
+  it('go in statements of a bounded size, as many as there are', async () => {
+    await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
+    const tasks = await taskInsertMany(
+      t.db,
+      Array.from({ length: 25 }, (_, i) => newTask({ queue: 'many', concurrencyKey: `k${i}` })),
+    );
+    for (const { task } of tasks) await taskCancel(t.db, task.id);
+    expect(await lanesSweep(t.db, 10)).toBe(25);
+    expect(await lanes('many')).toEqual(['']);
   });
 });
