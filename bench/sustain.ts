@@ -3,9 +3,9 @@
  * fixed rate (open loop: the schedule does not wait for the server) in batches over the HTTP API,
  * pushed signed to a no-op endpoint, for a given time, with a short retention. Every sample
  * (a minute by default) prints: pushes/s, enqueue returned → push arrived (p50, p99), rows in the
- * hot table, rows retained in history, bytes of every Sluice table, WAL bytes per task pushed.
- * It ends with a verdict: steady when, after a warm-up, the second half's peaks of hot rows and
- * bytes stay within 10% of the first half's, retained rows within 10% of the first half's peak or
+ * hot table, rows retained in history, lane rows, bytes of every Sluice table, WAL bytes per task
+ * pushed. It ends with a verdict: steady when, after a warm-up, the second half's peaks of hot rows,
+ * lane rows and bytes stay within 10% of the first half's, retained rows within 10% of the first half's peak or
  * of the designed bound (a window, an eighth, a sweep), the median minute's p99 within 10% of the
  * first half's, and the run kept up with the rate.
  *
@@ -14,7 +14,8 @@
  *   --sample-s n    seconds between samples (60) --worker        the Worker (workerd) instead of `serve`
  *   --features      every task in a W3C trace (traceparent), every tenth with a callback_url
  *                   (its notification is a task too: counted apart, not in pushes/s)
- *   --keys n        tasks spread over n concurrency keys, each at most 4 at once (the keyed walk)
+ *   --keys n        tasks spread over n concurrency keys, each at most 4 at once (the keyed walk);
+ *                   more keys than tasks: each task a key of its own (keys that come and go)
  *   --pull n        a pull queue instead: n consumers in this process long-poll it (POST
  *                   /v1/queues/sustain/lease, up to 50 a pull) and complete each task with its
  *                   lease; "pushed" then counts tasks pulled, and latency runs to the pull's answer
@@ -252,6 +253,8 @@ interface Sample {
   p99: number;
   hot: number;
   retained: number;
+  /** Rows of sluice.lanes: a key's lane goes once no unfinished task is in it (the sweep). */
+  lanes: number;
   bytes: number;
   walPerTask: number;
   /** The server's resident memory, MB (Node only). */
@@ -279,13 +282,14 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 console.log(
   `bench:sustain — ${path}, ${rate} tasks/s in batches of ${batch} for ${values.minutes} min, SLUICE_RETENTION=${values.retention}`,
 );
-console.log('| min | pushed/s | p50 ms | p99 ms | hot rows | retained rows | table bytes | WAL B/task | server RSS MB |');
-console.log('|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+console.log('| min | pushed/s | p50 ms | p99 ms | hot rows | retained rows | lane rows | table bytes | WAL B/task | server RSS MB |');
+console.log('|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
 async function sample(): Promise<void> {
   const now = performance.now();
   const [counts] = (
-    await db.query<{ hot: number; retained: number; bytes: string }>(
+    await db.query<{ hot: number; retained: number; lanes: number; bytes: string }>(
       `select (select count(*) from sluice.tasks)::int as hot, (select count(*) from sluice.finished)::int as retained,
+              (select count(*) from sluice.lanes)::int as lanes,
               (select sum(pg_total_relation_size(c.oid)) from pg_class c join pg_namespace n on n.oid = c.relnamespace
                where n.nspname = 'sluice' and c.relkind in ('r', 'p', 'm'))::text as bytes`,
     )
@@ -302,6 +306,7 @@ async function sample(): Promise<void> {
     p99: quantile(window, 0.99),
     hot: counts!.hot,
     retained: counts!.retained,
+    lanes: counts!.lanes,
     bytes: Number(counts!.bytes),
     walPerTask: n > 0 ? wal!.b / n : 0,
     rssMb: await rssMb(serverPid),
@@ -311,7 +316,7 @@ async function sample(): Promise<void> {
   lastPushed = pushed;
   lastAt = now;
   console.log(
-    `| ${s.minute} | ${fmt(s.pushedPerS)} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${fmt(s.hot)} | ${fmt(s.retained)} | ${fmt(s.bytes)} | ${fmt(s.walPerTask)} | ${s.rssMb === null ? '-' : s.rssMb.toFixed(0)} |`,
+    `| ${s.minute} | ${fmt(s.pushedPerS)} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${fmt(s.hot)} | ${fmt(s.retained)} | ${fmt(s.lanes)} | ${fmt(s.bytes)} | ${fmt(s.walPerTask)} | ${s.rssMb === null ? '-' : s.rssMb.toFixed(0)} |`,
   );
 }
 const sampler = setInterval(() => void sample().catch((e) => console.error('sample failed', e)), sampleMs);
@@ -348,6 +353,7 @@ const retainedBound = (rate * retentionMs * 1.25) / 1000;
 const trends = {
   hot: growth((s) => s.hot, rate),
   retained: growth((s) => s.retained, Math.max(rate, retainedBound)),
+  lanes: growth((s) => s.lanes, rate),
   bytes: growth((s) => s.bytes),
   p99: growth((s) => s.p99, 10, median),
   ...(serverPid === null ? {} : { rss: growth((s) => s.rssMb ?? 0) }),
@@ -359,7 +365,7 @@ console.log(
   `\nenqueued ${fmt(enqueued)} (${failures} failed batches${consumers ? `, ${pullFailures} failed pulls, ${completeFailures} failed completes` : ''}), pushed ${fmt(pushed)}; most rows retained after minute 3: ${fmt(Math.max(0, ...after3.map((s) => s.retained)))}`,
 );
 console.log(
-  `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
+  `second half against the first: peak hot rows ${(trends.hot * 100).toFixed(1)}%, peak retained ${(trends.retained * 100).toFixed(1)}% (of at least the bound, ${fmt(retainedBound)}), peak lane rows ${(trends.lanes * 100).toFixed(1)}%, peak bytes ${(trends.bytes * 100).toFixed(1)}%, median minute's p99 ${(trends.p99 * 100).toFixed(1)}%${'rss' in trends ? `, peak server RSS ${((trends.rss ?? 0) * 100).toFixed(1)}%` : ''}`,
 );
 if (values.features) console.log(`callbacks received: ${callbacks} of ${Math.ceil(enqueued / 10)} tasks that named one`);
 console.log(`verdict: ${steady ? 'STEADY' : 'NOT STEADY'}${keptUp ? '' : ' (did not keep up with the rate)'}`);
