@@ -79,16 +79,19 @@ begin
           and t.run_at <= coalesce(p_now, clock_timestamp())
           and (t.expires_at is null or t.expires_at > coalesce(p_now, clock_timestamp()))
       ),
-      served = coalesce((select p_pass * 10000 + s.ord from unnest(p_served) with ordinality as s(id, ord) where s.id = k.id), k.served)
+      served = coalesce((select p_pass * 10000 + s.ord from unnest(p_served) with ordinality as s(id, ord) where s.id = k.id), k.served),
+      touched_at = coalesce(p_now, now())
   where k.id = any(v_locked);
 end $$;
 
--- Deletes the rows of keyed lanes that hold no unfinished task, at most p_max, and returns how
--- many: a lane is a row per key ever used, and keys come and go (a key per customer, per order),
--- so without this the table grew for ever. Its levels and rate buckets are swept beside it
--- (src/db/retention.ts). A queue keeps its lane '' (made here if it had none), so that it stays
--- known (src/db/queues.ts `queueNamesKnown`) as it was while its keys had rows. A key back after
--- its lane went gets a new one from its next enqueue (lanes_touch), at the back of the round.
+-- Deletes the rows of keyed lanes that hold no unfinished task and that no enqueue or claim
+-- touched for p_idle_ms (0023_lanes_touched.sql), at most p_max, and returns how many: a lane is a
+-- row per key ever used, and keys come and go (a key per customer, per order), so without this
+-- the table grew for ever. A key that comes back within p_idle_ms keeps its lane and its turn.
+-- Its levels and rate buckets are swept beside it (src/db/retention.ts). A queue keeps its lane
+-- '' (made here if it had none), so that it stays known (src/db/queues.ts `queueNamesKnown`) as it
+-- was while its keys had rows. A key back after its lane went gets a new one from its next
+-- enqueue (lanes_touch), at the back of the round. p_now: the sweep's clock (tests move time).
 -- As lanes_recompute: the lanes are locked first (skip locked: an enqueue that holds one is
 -- adding a task to it), and a statement of its own, whose snapshot is taken once the locks are
 -- held, checks again that each holds no task: an enqueue that committed before the lock is seen,
@@ -97,7 +100,8 @@ end $$;
 -- The '' lanes are made first, before any lane is locked: made after, one could wait for an
 -- enqueue making the same lane while that enqueue waited for a keyed lane locked here.
 -- Each check is a probe of one index (a subquery with a limit is never made a join).
-create or replace function sluice.lanes_sweep(p_max integer) returns integer
+drop function if exists sluice.lanes_sweep(integer);
+create or replace function sluice.lanes_sweep(p_max integer, p_idle_ms integer, p_now timestamptz default null) returns integer
 language plpgsql set plan_cache_mode = force_generic_plan
   set enable_seqscan = off set enable_bitmapscan = off set enable_mergejoin = off as $$
 declare
@@ -111,7 +115,7 @@ begin
 
   select array_agg(x.id) into v_ids from (
     select k.id from sluice.lanes k
-    where k.lane <> ''
+    where k.lane <> '' and k.touched_at <= coalesce(p_now, now()) - make_interval(secs => p_idle_ms / 1000.0)
       and (select 1 from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane limit 1) is null
       and (select 1 from sluice.tasks t where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane limit 1) is null
       and (select 1 from sluice.tasks t where t.status = 'waiting' and t.queue = k.queue and t.lane = k.lane limit 1) is null
@@ -123,7 +127,7 @@ begin
   end if;
 
   delete from sluice.lanes k
-  where k.id = any(v_ids)
+  where k.id = any(v_ids) and k.touched_at <= coalesce(p_now, now()) - make_interval(secs => p_idle_ms / 1000.0)
     and (select 1 from sluice.tasks t where t.status = 'pending' and t.queue = k.queue and t.lane = k.lane limit 1) is null
     and (select 1 from sluice.tasks t where t.status = 'leased' and t.queue = k.queue and t.lane = k.lane limit 1) is null
     and (select 1 from sluice.tasks t where t.status = 'waiting' and t.queue = k.queue and t.lane = k.lane limit 1) is null;
@@ -160,6 +164,7 @@ begin
   order by c.queue, c.lane
   on conflict (queue, lane) do update
     set head_priority = least(k.head_priority, excluded.head_priority),
+        touched_at = now(),
         task_limit = coalesce(k.task_limit, excluded.task_limit),
         -- Like the limit: the first rate a lane's tasks gave stays (both fields together).
         task_rate_period_ms = case when k.task_rate_limit is null then excluded.task_rate_period_ms else k.task_rate_period_ms end,

@@ -47,7 +47,7 @@ export async function sweepFinished(db: Queryable, config: RetentionConfig, now?
   await withDbRetry(() => rateGrantsSweep(db));
   await withDbRetry(() => rateBucketsSweep(db));
   await withDbRetry(() => levelsSweep(db));
-  await withDbRetry(() => lanesSweep(db));
+  await withDbRetry(() => lanesSweep(db, now ? { now } : {}));
   await withDbRetry(() => debouncesSweep(db));
   const stragglers = await withDbRetry(() => moveStragglers(db, STRAGGLERS));
   const { opened, dropped } = await withDbRetry(() => historySweep(db, bucketWidthMs(config), keepMs(config), now));

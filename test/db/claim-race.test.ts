@@ -128,8 +128,9 @@ describe('lane hints under racing enqueues', () => {
 });
 
 describe('lanes swept under racing enqueues', () => {
-  // The retention sweep deletes the lanes that hold no unfinished task (sluice.lanes_sweep). One
-  // that gains a task while it runs must stay (or come back): no claim looks at a lane that is gone.
+  // The retention sweep deletes the lanes that hold no unfinished task (sluice.lanes_sweep; here
+  // however recently touched). One that gains a task while it runs must stay (or come back): no
+  // claim looks at a lane that is gone.
   it('a sweep never takes the lane of a task enqueued while it runs', async () => {
     await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
     const sweeper = openPgDb(t.url, 1);
@@ -137,7 +138,7 @@ describe('lanes swept under racing enqueues', () => {
     let enqueuing = true;
     let swept = 0;
     const sweep = async () => {
-      while (enqueuing) swept += await lanesSweep(sweeper, 200);
+      while (enqueuing) swept += await lanesSweep(sweeper, { perStatement: 200, idleMs: 0 });
     };
     // Each round leaves a key's lane empty (a task enqueued and cancelled), then enqueues the
     // task that stays, while the sweep deletes empty lanes over and over.

@@ -159,7 +159,7 @@ describe('the lanes of keys', () => {
     (await t.db.query<{ lane: string }>('select lane from sluice.lanes where queue = $1 order by lane', [queue])).map((r) => r.lane);
   const claim = (max: number) => taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: '{}' });
 
-  it('go once no unfinished task is in them, and come back with the next one', async () => {
+  it('go once no unfinished task is in them for a minute, and come back with the next one', async () => {
     await t.db.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes cascade');
     const keyed = (key: string, overrides: Parameters<typeof newTask>[0] = {}) =>
       enqueue({ queue: 'lanes', concurrencyKey: key, ...overrides });
@@ -177,12 +177,16 @@ describe('the lanes of keys', () => {
     await taskCancel(t.db, (await enqueue({ queue: 'keys-only', concurrencyKey: 'gone' })).id);
     expect(await lanes('lanes')).toEqual(['k:child', 'k:due', 'k:finished', 'k:later', 'k:leased', 'k:waiting']);
 
-    // Only the lanes no unfinished task is in go; each queue keeps (or gets) its lane '', and stays known.
-    expect(await lanesSweep(t.db)).toBe(2);
+    // Only the lanes no unfinished task is in go, once nothing touched them for a minute; each
+    // queue keeps (or gets) its lane '', and stays known.
+    const inAMinute = new Date(Date.now() + 61_000);
+    expect(await lanesSweep(t.db)).toBe(0);
+    expect(await lanesSweep(t.db, { now: new Date(Date.now() + 30_000) })).toBe(0);
+    expect(await lanesSweep(t.db, { now: inAMinute })).toBe(2);
     expect(await lanes('lanes')).toEqual(['', 'k:child', 'k:due', 'k:later', 'k:leased', 'k:waiting']);
     expect(await lanes('keys-only')).toEqual(['']);
     expect(await queueNamesKnown(t.db)).toEqual(expect.arrayContaining(['lanes', 'keys-only']));
-    expect(await lanesSweep(t.db)).toBe(0);
+    expect(await lanesSweep(t.db, { now: inAMinute })).toBe(0);
 
     // A key back after its lane went gets a new one from its enqueue, and its task is claimed.
     const back = await keyed('finished');
@@ -197,7 +201,7 @@ describe('the lanes of keys', () => {
       Array.from({ length: 25 }, (_, i) => newTask({ queue: 'many', concurrencyKey: `k${i}` })),
     );
     for (const { task } of tasks) await taskCancel(t.db, task.id);
-    expect(await lanesSweep(t.db, 10)).toBe(25);
+    expect(await lanesSweep(t.db, { perStatement: 10, idleMs: 0 })).toBe(25);
     expect(await lanes('many')).toEqual(['']);
   });
 });
