@@ -22,6 +22,8 @@
  *   --explain-ms n  Postgres logs to stderr the plan of every statement (nested ones included)
  *                   that took n ms or more (auto_explain), every autovacuum and every lock
  *                   waited on for 20 ms: what a slow minute was doing
+ *   --explain-rows  with --explain-ms, each plan with the rows and buffers of every node (no
+ *                   timings: those would slow every statement): where a slow statement read
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -52,6 +54,7 @@ const { values } = parseArgs({
     pull: { type: 'string' },
     keys: { type: 'string' },
     'explain-ms': { type: 'string' },
+    'explain-rows': { type: 'boolean' },
   },
 });
 const consumers = values.pull === undefined ? 0 : Number(values.pull);
@@ -80,6 +83,9 @@ const explain: Record<string, string> =
         session_preload_libraries: 'auto_explain',
         'auto_explain.log_min_duration': `${explainMs}ms`,
         'auto_explain.log_nested_statements': 'on',
+        ...(values['explain-rows']
+          ? { 'auto_explain.log_analyze': 'on', 'auto_explain.log_timing': 'off', 'auto_explain.log_buffers': 'on' }
+          : {}),
         log_autovacuum_min_duration: '0',
         log_lock_waits: 'on',
         deadlock_timeout: '20ms',
