@@ -4,28 +4,61 @@
  * - WebSocket → TCP at `/v2` (the driver's Pool and Client);
  * - the HTTP query endpoint at `/sql` (the driver's one-shot `neon()` queries and batches),
  *   answering in Neon's format: raw text values with their type ids, errors as 400 + fields.
- * It connects only to the one Postgres address it was started for.
+ * It connects only to the one Postgres address it was started for. Both transports are reached
+ * through a delay relay (tcp-delay.ts): at `rttMs` every round trip costs that much, as Neon
+ * does from far away; at 0 it is a plain pipe, still counting connections and round trips.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import pg from 'pg';
 import { type WebSocket, WebSocketServer } from 'ws';
+import { FrontendReader } from './pg-frontend.ts';
+import { startTcpDelay } from './tcp-delay.ts';
+
+export interface ProxyOptions {
+  /** The round trip to the database: every chunk held rttMs/2 each way, on both transports. Default 0. */
+  rttMs?: number;
+  /** Told of each WebSocket opened and closed, each Postgres frontend message on it, and each /sql request. */
+  trace?: (event: ProxyTrace) => void;
+}
+
+export type ProxyTrace =
+  | { at: number; transport: 'ws'; conn: number; event: 'open' | 'close' }
+  | { at: number; transport: 'ws'; conn: number; event: 'message'; type: string; text?: string }
+  | { at: number; transport: 'sql'; event: 'request'; texts: string[] };
+
+/** What went through the stand-in since it started. */
+export interface ProxyStats {
+  /** TCP connections to the stand-in: WebSockets, and HTTP connections for /sql. */
+  connections: number;
+  /** Round trips through the stand-in, summed over its connections (tcp-delay.ts). */
+  roundTrips: number;
+  webSockets: number;
+  sqlRequests: number;
+  /** Postgres frontend messages on the WebSockets, by type byte (`startup` for the first). */
+  messages: Record<string, number>;
+}
 
 export interface RunningProxy {
   /** The value for `SLUICE_NEON_WS_PROXY`: `host:port/v2`; the HTTP endpoint is `/sql` beside it. */
   address: string;
   /** Cuts every open connection at once, as a network fault would (tests); new ones still work. Returns how many it cut. */
   cut(): number;
+  stats(): ProxyStats;
   close(): Promise<void>;
 }
 
-export async function startWsProxy(target: { host: string; port: number }): Promise<RunningProxy> {
+export async function startWsProxy(target: { host: string; port: number }, options: ProxyOptions = {}): Promise<RunningProxy> {
+  const trace = options.trace;
+  const counts = { webSockets: 0, sqlRequests: 0, messages: {} as Record<string, number> };
   const allowed = new Set([`${target.host}:${target.port}`, `localhost:${target.port}`]);
   const sockets = new Set<Socket>();
   const pools = new Map<string, pg.Pool>();
   const server = createServer((req, res) => {
-    if (req.method === 'POST' && req.url === '/sql') void serveSql(req, res, allowed, pools);
-    else res.writeHead(404).end();
+    if (req.method === 'POST' && req.url === '/sql') {
+      counts.sqlRequests++;
+      void serveSql(req, res, allowed, pools, trace);
+    } else res.writeHead(404).end();
   });
   const wss = new WebSocketServer({ server, path: '/v2' });
   wss.on('connection', (ws: WebSocket, req) => {
@@ -37,11 +70,19 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
     }
     const socket = connect(target.port, target.host);
     sockets.add(socket);
+    const conn = ++counts.webSockets;
+    const reader = new FrontendReader();
+    trace?.({ at: Date.now(), transport: 'ws', conn, event: 'open' });
+    ws.on('close', () => trace?.({ at: Date.now(), transport: 'ws', conn, event: 'close' }));
     const pending: Buffer[] = [];
     socket.on('connect', () => {
       for (const chunk of pending.splice(0)) socket.write(chunk);
     });
     ws.on('message', (data: Buffer) => {
+      for (const m of reader.read(data)) {
+        counts.messages[m.type] = (counts.messages[m.type] ?? 0) + 1;
+        trace?.({ at: Date.now(), transport: 'ws', conn, event: 'message', ...m });
+      }
       if (socket.connecting) pending.push(data);
       else socket.write(data);
     });
@@ -60,8 +101,13 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
     server.listen(0, '127.0.0.1');
   });
   const { port } = server.address() as { port: number };
+  const relay = await startTcpDelay({ host: '127.0.0.1', port }, options.rttMs ?? 0);
   return {
-    address: `127.0.0.1:${port}/v2`,
+    address: `127.0.0.1:${relay.port}/v2`,
+    stats() {
+      const { connections, roundTrips } = relay.stats();
+      return { connections, roundTrips, ...counts, messages: { ...counts.messages } };
+    },
     cut() {
       const n = sockets.size + pools.size;
       for (const s of sockets) s.destroy();
@@ -77,6 +123,7 @@ export async function startWsProxy(target: { host: string; port: number }): Prom
         for (const pool of pools.values()) void pool.end();
         wss.close();
         server.closeAllConnections();
+        void relay.close();
         server.close(() => resolve());
       }),
   };
@@ -91,7 +138,13 @@ interface SqlQuery {
 const RAW = { getTypeParser: () => (value: string) => value };
 const ERROR_FIELDS = ['severity', 'code', 'detail', 'hint', 'position', 'where', 'schema', 'table', 'column', 'dataType', 'constraint'];
 
-async function serveSql(req: IncomingMessage, res: ServerResponse, allowed: Set<string>, pools: Map<string, pg.Pool>): Promise<void> {
+async function serveSql(
+  req: IncomingMessage,
+  res: ServerResponse,
+  allowed: Set<string>,
+  pools: Map<string, pg.Pool>,
+  trace: ProxyOptions['trace'],
+): Promise<void> {
   const answer = (status: number, body: unknown): void => {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   };
@@ -117,6 +170,12 @@ async function serveSql(req: IncomingMessage, res: ServerResponse, allowed: Set<
   } catch {
     return answer(400, { message: 'the body is not JSON' });
   }
+  trace?.({
+    at: Date.now(),
+    transport: 'sql',
+    event: 'request',
+    texts: 'queries' in body ? body.queries.map((q) => q.query) : [body.query],
+  });
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
