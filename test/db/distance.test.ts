@@ -1,7 +1,9 @@
 /**
  * A database at a distance (src/node/tcp-delay.ts): the Neon stand-in's two transports and the
- * Node server's TCP relay each hold a round trip for the RTT they were given. Lower bounds only: a slow machine makes them surer, not flakier.
+ * Node server's TCP relay each hold a round trip for the RTT they were given, and `npm start`
+ * refuses an RTT it cannot use. Lower bounds only: a slow machine makes them surer, not flakier.
  */
+import { spawnSync } from 'node:child_process';
 import { neon, neonConfig, Pool } from '@neondatabase/serverless';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +11,7 @@ import { WebSocket } from 'ws';
 import { startTcpDelay } from '../../src/node/tcp-delay.ts';
 import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
+import { BIN, ROOT } from '../helpers/process.ts';
 
 const RTT = 40;
 let t: TestDatabase;
@@ -80,5 +83,20 @@ describe("the Node server's relay to Postgres", () => {
       await client.end();
       await relay.close();
     }
+  });
+});
+
+describe('npm start', () => {
+  it.each(['-1', 'far', '2.5'])('refuses SLUICE_DEV_DB_RTT_MS=%s in one line naming it', (value) => {
+    const run = spawnSync(`${BIN}/node`, ['src/node/dev.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, SLUICE_DEV_DB_RTT_MS: value },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(2);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^sluice: SLUICE_DEV_DB_RTT_MS must be/);
   });
 });
