@@ -12,7 +12,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { connect, type Socket } from 'node:net';
 import pg from 'pg';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { FrontendReader } from './pg-frontend.ts';
+import { type FrontendMessage, FrontendReader } from './pg-frontend.ts';
 import { startTcpDelay } from './tcp-delay.ts';
 
 export interface ProxyOptions {
@@ -20,6 +20,20 @@ export interface ProxyOptions {
   rttMs?: number;
   /** Told of each WebSocket opened and closed, each Postgres frontend message on it, and each /sql request. */
   trace?: (event: ProxyTrace) => void;
+  /** Tests: a fault made between the driver and Postgres. */
+  fault?: ProxyFault;
+}
+
+/**
+ * A fault between the driver and Postgres (test/helpers/lost-answer.ts loses the answer to a
+ * statement that committed). `connection` is asked for a tap per WebSocket: it is told of each
+ * frontend message, and says of Postgres's bytes whether to pass them on, hold them back, or
+ * cut the connection. `answerLost` is asked once a /sql request has run: `true` cuts the
+ * connection instead of answering.
+ */
+export interface ProxyFault {
+  connection(): { sent(message: FrontendMessage): void; received(data: Buffer): 'pass' | 'hold' | 'cut' };
+  answerLost(texts: readonly string[]): boolean;
 }
 
 export type ProxyTrace =
@@ -57,7 +71,7 @@ export async function startWsProxy(target: { host: string; port: number }, optio
   const server = createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/sql') {
       counts.sqlRequests++;
-      void serveSql(req, res, allowed, pools, trace);
+      void serveSql(req, res, allowed, pools, trace, options.fault);
     } else res.writeHead(404).end();
   });
   const wss = new WebSocketServer({ server, path: '/v2' });
@@ -75,6 +89,7 @@ export async function startWsProxy(target: { host: string; port: number }, optio
     trace?.({ at: Date.now(), transport: 'ws', conn, event: 'open' });
     ws.on('close', () => trace?.({ at: Date.now(), transport: 'ws', conn, event: 'close' }));
     const pending: Buffer[] = [];
+    const tap = options.fault?.connection();
     socket.on('connect', () => {
       for (const chunk of pending.splice(0)) socket.write(chunk);
     });
@@ -82,11 +97,18 @@ export async function startWsProxy(target: { host: string; port: number }, optio
       for (const m of reader.read(data)) {
         counts.messages[m.type] = (counts.messages[m.type] ?? 0) + 1;
         trace?.({ at: Date.now(), transport: 'ws', conn, event: 'message', ...m });
+        tap?.sent(m);
       }
       if (socket.connecting) pending.push(data);
       else socket.write(data);
     });
-    socket.on('data', (data) => ws.readyState === ws.OPEN && ws.send(data));
+    socket.on('data', (data) => {
+      const verdict = tap?.received(data) ?? 'pass';
+      if (verdict === 'cut') {
+        socket.destroy();
+        ws.terminate();
+      } else if (verdict === 'pass' && ws.readyState === ws.OPEN) ws.send(data);
+    });
     socket.on('close', () => {
       sockets.delete(socket);
       ws.close();
@@ -144,6 +166,7 @@ async function serveSql(
   allowed: Set<string>,
   pools: Map<string, pg.Pool>,
   trace: ProxyOptions['trace'],
+  fault: ProxyFault | undefined,
 ): Promise<void> {
   const answer = (status: number, body: unknown): void => {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -192,17 +215,21 @@ async function serveSql(
     };
   };
   try {
+    const queries = 'queries' in body ? body.queries : [body];
+    let result: unknown;
     if ('queries' in body) {
       // A batch is one transaction, as Neon runs it.
       await client.query('begin');
       const results = [];
       for (const q of body.queries) results.push(await run(q));
       await client.query('commit');
-      answer(200, { results });
+      result = { results };
     } else {
-      answer(200, await run(body));
+      result = await run(body);
     }
     client.release();
+    if (fault?.answerLost(queries.map((q) => q.query))) res.destroy();
+    else answer(200, result);
   } catch (error) {
     if ('queries' in body) await client.query('rollback').catch(() => {});
     client.release();
