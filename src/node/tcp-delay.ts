@@ -78,9 +78,10 @@ export class DelayLine {
 export async function startTcpDelay(target: { host: string; port: number }, rttMs: number): Promise<RunningDelay> {
   const sockets = new Set<Socket>();
   const stats: DelayStats = { connections: 0, roundTrips: 0, chunksIn: 0, chunksOut: 0 };
-  const server = createServer((client) => {
+  // No Nagle: a small chunk held back for an ACK would cost a delayed ACK's 40 ms on top.
+  const server = createServer({ noDelay: true }, (client) => {
     stats.connections++;
-    const upstream = connect(target.port, target.host);
+    const upstream = connect({ port: target.port, host: target.host, noDelay: true });
     sockets.add(client).add(upstream);
     const toServer = new DelayLine(rttMs / 2);
     const toClient = new DelayLine(rttMs / 2);
