@@ -19,10 +19,13 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-/** Bundles the Worker to one ES module, the way wrangler does (browser platform, workerd conditions). */
-export async function bundleWorker(): Promise<string> {
+/**
+ * Bundles the Worker to one ES module, the way wrangler does (browser platform, workerd
+ * conditions). `entry`: another module that wraps the Worker (a benchmark's counters).
+ */
+export async function bundleWorker(entry = WORKER_ENTRY): Promise<string> {
   const result = await build({
-    entryPoints: [WORKER_ENTRY],
+    entryPoints: [entry],
     bundle: true,
     format: 'esm',
     platform: 'browser',

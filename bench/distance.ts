@@ -1,0 +1,316 @@
+/**
+ * `npm run bench:distance`: Sluice with its database far away, as Neon is from a Worker. The real
+ * Worker in workerd (as `npm start` runs it: 4 shards × 6) reaches Postgres through the Neon
+ * stand-in held at each RTT (src/node/ws-proxy.ts); the Node server through a TCP relay held the
+ * same way (src/node/tcp-delay.ts). Per run, on a fresh Worker or server:
+ * - drain: `--tasks` no-op tasks (2,000) enqueued in batches of 200, pushed to a local endpoint
+ *   that answers 200; tasks/s from the first enqueue call to the last push;
+ * - idle: 40 single enqueues, each once the last was pushed and 50 ms passed: the enqueue
+ *   call, and from the call to its push, p50/p99;
+ * - retry: 5 tasks whose first push fails, backoff 200 ms: how late the second push came after
+ *   the first push's answer + 200 ms (its run_at), p50/max;
+ * - per task, in the drain and the idle phase: round trips through the stand-in or relay,
+ *   connections opened, subrequests (pushes, /sql requests, WebSockets) and Durable Object
+ *   requests (RPC calls and alarms, counted inside the objects: bench/distance-worker.ts);
+ * - on the Worker, where the round trips go: each Postgres frontend message and /sql request
+ *   traced at the stand-in, classified by statement (a table for each Worker run).
+ * Flags: --rtt 0,5,20,50 (both paths; default Worker 0,5,20,50 and Node 0,20), --tasks 2000,
+ * --only worker|node. Writes Markdown to bench/results/ (not kept in git).
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import { cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { startNodeSluice } from '../src/node/server.ts';
+import { startTcpDelay } from '../src/node/tcp-delay.ts';
+import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';
+import { type ProxyStats, type ProxyTrace, startWsProxy } from '../src/node/ws-proxy.ts';
+import { type Attribution, attribute } from './distance-trace.ts';
+import { benchSetup } from './setup.ts';
+
+const { values: flags } = parseArgs({
+  options: { rtt: { type: 'string' }, tasks: { type: 'string', default: '2000' }, only: { type: 'string' } },
+});
+const TASKS = Number(flags.tasks);
+const BATCH = 200;
+const SINGLES = 40;
+const RETRIES = 5;
+const BACKOFF_MS = 200;
+const SHARDS = 4;
+const rtts = (fallback: string) => (flags.rtt ?? fallback).split(',').map(Number);
+const RUNS: Array<{ path: 'worker' | 'node'; rtt: number }> = [
+  ...(flags.only === 'node' ? [] : rtts('0,5,20,50').map((rtt) => ({ path: 'worker' as const, rtt }))),
+  ...(flags.only === 'worker' ? [] : rtts('0,20').map((rtt) => ({ path: 'node' as const, rtt }))),
+];
+if (!Number.isInteger(TASKS) || TASKS < BATCH || RUNS.some((r) => !Number.isInteger(r.rtt) || r.rtt < 0)) {
+  console.error('bench:distance: --tasks must be a whole number ≥ 200 and --rtt whole milliseconds ≥ 0');
+  process.exit(2);
+}
+
+// --- the endpoint: answers 200 (`/fail-once`: 500 the first time), and says when ---------------
+const pushes = new Map<string, Array<{ at: number; answeredAt: number }>>();
+let pushed = 0;
+const endpoint = createServer((req, res) => {
+  const id = String(req.headers['sluice-task-id']);
+  const seen = pushes.get(id) ?? [];
+  pushes.set(id, seen);
+  const push = { at: performance.now(), answeredAt: 0 };
+  seen.push(push);
+  pushed++;
+  req.resume();
+  res.on('finish', () => {
+    push.answeredAt = performance.now();
+  });
+  res.writeHead(req.url === '/fail-once' && seen.length === 1 ? 500 : 200).end();
+});
+await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
+const target = `http://127.0.0.1:${(endpoint.address() as { port: number }).port}`;
+
+const setup = await benchSetup();
+const script = await bundleWorker(new URL('./distance-worker.ts', import.meta.url).pathname);
+const admin = new pg.Pool({ connectionString: setup.databaseUrl, max: 2 });
+const pgAddress = new URL(setup.databaseUrl);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(what: string, done: () => boolean | Promise<boolean>, timeoutMs = 600_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(2);
+  }
+}
+async function call(base: string, path: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { ...headers, authorization: `Bearer ${setup.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`${path}: ${res.status} ${text}`);
+  return JSON.parse(text) as { id?: string };
+}
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.max(0, Math.ceil(p * s.length) - 1)] ?? Number.NaN;
+};
+const settled = async () => (await admin.query<{ n: number }>('select count(*)::int as n from sluice.tasks')).rows[0]?.n === 0;
+
+interface Counters {
+  roundTrips: number;
+  connections: number;
+  sqlRequests: number;
+  webSockets: number;
+  pushes: number;
+  doRequests: Record<string, number>;
+}
+interface Phase {
+  tasks: number;
+  counters: Counters;
+  attribution: Attribution | null;
+}
+interface Row {
+  path: string;
+  rtt: number;
+  drainPerS: number;
+  callMs: number[];
+  pushMs: number[];
+  retryLateMs: number[];
+  drain: Phase;
+  idle: Phase;
+}
+
+/** One run: a fresh Worker (or Node server) behind a fresh stand-in at `rtt`. */
+async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
+  await admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits cascade');
+  pushes.clear();
+  const trace: ProxyTrace[] = [];
+  let app: { url: string; close(): Promise<void> };
+  let stats: () => Omit<ProxyStats, 'messages'>;
+  let doRequests: () => Promise<Record<string, number>> = async () => ({});
+  let closeProxy: () => Promise<void>;
+  if (path === 'worker') {
+    const proxy = await startWsProxy(
+      { host: pgAddress.hostname, port: Number(pgAddress.port) },
+      { rttMs: rtt, trace: (e) => trace.push(e) },
+    );
+    const worker = await startWorker({ script, vars: { ...setup.env, SLUICE_NEON_WS_PROXY: proxy.address } });
+    app = worker;
+    stats = () => proxy.stats();
+    doRequests = async () => (await (await fetch(`${worker.url}/__bench/do-requests?shards=${SHARDS}`)).json()) as Record<string, number>;
+    closeProxy = () => proxy.close();
+  } else {
+    const relay = await startTcpDelay({ host: pgAddress.hostname, port: Number(pgAddress.port) }, rtt);
+    const url = new URL(setup.databaseUrl);
+    url.host = `${relay.host}:${relay.port}`;
+    app = await startNodeSluice({ env: { ...setup.env, DATABASE_URL: url.toString() } });
+    stats = () => ({ ...relay.stats(), webSockets: 0, sqlRequests: 0 });
+    closeProxy = () => relay.close();
+  }
+  /** Counts from here until the returned function is called, and the trace's events meanwhile. */
+  const measure = async () => {
+    const before = { ...stats(), pushes: pushed };
+    const from = trace.length;
+    await doRequests();
+    return async (tasks: number): Promise<Phase> => {
+      const after = stats();
+      const counters: Counters = {
+        roundTrips: after.roundTrips - before.roundTrips,
+        connections: after.connections - before.connections,
+        sqlRequests: after.sqlRequests - before.sqlRequests,
+        webSockets: after.webSockets - before.webSockets,
+        pushes: pushed - before.pushes,
+        doRequests: await doRequests(),
+      };
+      return { tasks, counters, attribution: path === 'worker' ? attribute(trace.slice(from)) : null };
+    };
+  };
+  try {
+    // Warm: the bundle's first requests, the first connections.
+    await call(
+      app.url,
+      '/v1/tasks/batch',
+      { tasks: Array.from({ length: 20 }, () => ({ url: `${target}/ok` })) },
+      { prefer: 'return=minimal' },
+    );
+    await until('the warm-up', settled);
+
+    // Drain.
+    let end = await measure();
+    const before = pushed;
+    const started = performance.now();
+    for (let i = 0; i < TASKS; i += BATCH) {
+      const tasks = Array.from({ length: Math.min(BATCH, TASKS - i) }, () => ({ url: `${target}/ok` }));
+      await call(app.url, '/v1/tasks/batch', { tasks }, { prefer: 'return=minimal' });
+    }
+    await until('the drain', () => pushed - before >= TASKS);
+    const drainPerS = TASKS / ((performance.now() - started) / 1000);
+    await until('the drain to settle', settled);
+    await sleep(1_000);
+    const drain = await end(TASKS);
+
+    // Idle: one task at a time.
+    const callMs: number[] = [];
+    const pushMs: number[] = [];
+    end = await measure();
+    for (let i = 0; i < SINGLES; i++) {
+      await sleep(50);
+      const t0 = performance.now();
+      const { id } = await call(app.url, '/v1/tasks', { url: `${target}/ok` });
+      callMs.push(performance.now() - t0);
+      await until('a push', () => (pushes.get(String(id))?.length ?? 0) >= 1, 30_000);
+      pushMs.push((pushes.get(String(id))?.[0]?.at ?? 0) - t0);
+    }
+    await until('the idle tasks to settle', settled);
+    await sleep(1_000);
+    const idle = await end(SINGLES);
+
+    // Retries: how late the second push comes after its run_at.
+    const retryLateMs: number[] = [];
+    for (let i = 0; i < RETRIES; i++) {
+      const { id } = await call(app.url, '/v1/tasks', {
+        url: `${target}/fail-once`,
+        backoff: { initial_ms: BACKOFF_MS, max_ms: BACKOFF_MS, factor: 1, jitter: 0 },
+      });
+      await until('a retry', () => (pushes.get(String(id))?.length ?? 0) >= 2, 30_000);
+      const [first, second] = pushes.get(String(id)) ?? [];
+      retryLateMs.push((second?.at ?? 0) - ((first?.answeredAt ?? 0) + BACKOFF_MS));
+      await sleep(100);
+    }
+    return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle };
+  } finally {
+    await app.close();
+    await closeProxy();
+  }
+}
+
+// --- the report -----------------------------------------------------------------------------
+const f0 = (n: number) => n.toFixed(0);
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
+const sum = (o: Record<string, number>) => Object.values(o).reduce((a, n) => a + n, 0);
+const lines: string[] = [];
+const say = (line = '') => {
+  lines.push(line);
+  console.log(line);
+};
+
+const commit = (await import('node:child_process')).execSync('git rev-parse --short HEAD').toString().trim();
+const rows: Row[] = [];
+try {
+  for (const { path, rtt } of RUNS) {
+    console.error(`bench:distance: ${path} at RTT ${rtt} ms…`);
+    rows.push(await run(path, rtt));
+  }
+} finally {
+  await admin.end();
+  endpoint.closeAllConnections();
+  endpoint.close();
+  await setup.close();
+}
+
+say(`# bench:distance, ${new Date().toISOString()}, commit ${commit}`);
+say();
+say(
+  `${cpus().length} cores (${cpus()[0]?.model.trim()}), Node ${process.version}, embedded PostgreSQL; ${TASKS} no-op tasks a drain, ` +
+    `${SINGLES} idle enqueues, ${RETRIES} retries; Worker ${SHARDS} shards × 6, Node parallelism 64.`,
+);
+say();
+say(
+  '| path | RTT | drain, tasks/s | ÷ RTT 0 | enqueue call p50 / p99, ms | enqueue → push p50 / p99, ms | retry late p50 / max, ms | round trips / task, drain (idle) | connections / task, drain (idle) | subrequests / task, drain (idle) | DO requests / task, drain (idle) |',
+);
+say('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+for (const r of rows) {
+  const base = rows.find((x) => x.path === r.path && x.rtt === 0);
+  const per = (p: Phase, n: number) => n / p.tasks;
+  const both = (get: (p: Phase) => number, digits = f2) => `${digits(per(r.drain, get(r.drain)))} (${digits(per(r.idle, get(r.idle)))})`;
+  const node = r.path === 'node';
+  say(
+    `| ${node ? 'Node' : 'Worker'} | ${r.rtt} ms | ${f0(r.drainPerS)} | ${base ? f2(r.drainPerS / base.drainPerS) : '—'} | ` +
+      `${f1(percentile(r.callMs, 0.5))} / ${f1(percentile(r.callMs, 0.99))} | ${f1(percentile(r.pushMs, 0.5))} / ${f1(percentile(r.pushMs, 0.99))} | ` +
+      `${f1(percentile(r.retryLateMs, 0.5))} / ${f1(Math.max(...r.retryLateMs))} | ${both((p) => p.counters.roundTrips)} | ` +
+      `${both(
+        (p) => p.counters.connections,
+        (n) => n.toFixed(3),
+      )} | ` +
+      `${node ? '—' : both((p) => p.counters.pushes + p.counters.sqlRequests + p.counters.webSockets)} | ` +
+      `${node ? '—' : both((p) => sum(p.counters.doRequests))} |`,
+  );
+}
+say();
+say('Durable Object requests by kind, per task, drain (idle):');
+for (const r of rows.filter((x) => x.path === 'worker')) {
+  const kinds = [...new Set([...Object.keys(r.drain.counters.doRequests), ...Object.keys(r.idle.counters.doRequests)])].sort();
+  const per = (p: Phase, k: string) => f2((p.counters.doRequests[k] ?? 0) / p.tasks);
+  say(`- RTT ${r.rtt} ms: ${kinds.map((k) => `${k} ${per(r.drain, k)} (${per(r.idle, k)})`).join(', ')}`);
+}
+for (const r of rows.filter((x) => x.path === 'worker')) {
+  say();
+  say(`## Where the round trips go: Worker, RTT ${r.rtt} ms (traced at the stand-in), per task`);
+  say();
+  say('| round trip | drain | idle | where |');
+  say('|---|--:|--:|---|');
+  const drain = r.drain.attribution ?? {};
+  const idle = r.idle.attribution ?? {};
+  const kinds = [...new Set([...Object.keys(drain), ...Object.keys(idle)])].sort(
+    (a, b) => (idle[b]?.roundTrips ?? 0) - (idle[a]?.roundTrips ?? 0) || (drain[b]?.roundTrips ?? 0) - (drain[a]?.roundTrips ?? 0),
+  );
+  for (const k of kinds) {
+    const where = drain[k]?.where ?? idle[k]?.where ?? '';
+    say(`| ${k} | ${f2((drain[k]?.roundTrips ?? 0) / r.drain.tasks)} | ${f2((idle[k]?.roundTrips ?? 0) / r.idle.tasks)} | ${where} |`);
+  }
+  const total = (a: Attribution) => sum(Object.fromEntries(Object.entries(a).map(([k, v]) => [k, v.roundTrips])));
+  say(
+    `| all (traced; the relay counted) | ${f2(total(drain) / r.drain.tasks)} (${f2(r.drain.counters.roundTrips / r.drain.tasks)}) | ` +
+      `${f2(total(idle) / r.idle.tasks)} (${f2(r.idle.counters.roundTrips / r.idle.tasks)}) | |`,
+  );
+  const others = [drain, idle].flatMap((a) =>
+    Object.entries(a).flatMap(([k, v]) => (k.startsWith('other') ? Object.entries(v.texts ?? {}) : [])),
+  );
+  if (others.length > 0) say(`\nOther statements: ${others.map(([t, n]) => `${n}× \`${t}\``).join('; ')}`);
+}
+
+await mkdir(new URL('./results/', import.meta.url), { recursive: true });
+const file = new URL(`./results/distance-${new Date().toISOString().replace(/[:.]/g, '-')}.md`, import.meta.url);
+await writeFile(file, `${lines.join('\n')}\n`);
+console.error(`bench:distance: written to ${file.pathname}`);
