@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { ConfigError, type FieldIssue } from './core/errors.ts';
 import { fieldIssues } from './core/issues.ts';
 import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
+import { FORWARD_ISSUER } from './sdk/protocol/signature.ts';
 import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
 import { type ApiKeyEntry, SCOPES } from './security/api-keys.ts';
 import { signingKeyProblems } from './security/keyring.ts';
@@ -170,29 +171,25 @@ const webhookSecret = () =>
       }
     });
 
-/** An http(s) origin (scheme, host, port; no path), or null when unset. */
+/** An http(s) origin (scheme, host, port; no path), refused with `message` otherwise. */
+const origin = (message: string) =>
+  z.string().transform((text, ctx) => {
+    const url = URL.canParse(text) ? new URL(text) : null;
+    const bare = url && !url.username && !url.password && url.pathname === '/' && !url.search && !url.hash;
+    if (!url || !bare || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }
+    return url.origin;
+  });
+
+/** The origin browsers reach Sluice at, or null when unset. */
 const publicOrigin = () =>
   z
     .string()
     .optional()
-    .transform((text, ctx) => {
-      if (!text) return null;
-      let url: URL | null = null;
-      try {
-        url = new URL(text);
-      } catch {
-        // Refused below.
-      }
-      const bare = url && !url.username && !url.password && url.pathname === '/' && !url.search && !url.hash;
-      if (!url || !bare || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
-        ctx.addIssue({
-          code: 'custom',
-          message: 'must be the origin browsers reach Sluice at, such as https://sluice.example.com (scheme and host, no path)',
-        });
-        return z.NEVER;
-      }
-      return url.origin;
-    });
+    .transform((text) => text || null)
+    .pipe(origin('must be the origin browsers reach Sluice at, such as https://sluice.example.com (scheme and host, no path)').nullable());
 
 const apiKeysSchema = z
   .array(
@@ -201,8 +198,13 @@ const apiKeysSchema = z
         name: z.string().min(1).max(LIMITS.nameChars),
         sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the lower-case hex SHA-256 of the key (npm run keys:api)'),
         scopes: z.array(z.enum(SCOPES)).min(1),
+        forward_to: z
+          .array(origin('must be an origin a pull may forward to, such as https://dev.example.com (scheme and host, no path)'))
+          .max(20)
+          .optional(),
       })
-      .strict(),
+      .strict()
+      .transform(({ forward_to, ...entry }): ApiKeyEntry => (forward_to ? { ...entry, forwardTo: forward_to } : entry)),
   )
   .min(1, 'needs at least one key (create one with: npm run keys:api)');
 
@@ -218,7 +220,14 @@ const envSchema = z
     SLUICE_SIGNING_KEYS: json(signingKeysSchema),
     SLUICE_WEBHOOK_SECRET: webhookSecret(),
     SLUICE_WEBHOOK_SECRET_NEXT: webhookSecret(),
-    SLUICE_ISSUER: z.string().min(1).default('sluice'),
+    SLUICE_ISSUER: z
+      .string()
+      .min(1)
+      .refine(
+        (iss) => iss !== FORWARD_ISSUER,
+        `must not be "${FORWARD_ISSUER}": that issuer marks forwarded pushes, which production receivers refuse`,
+      )
+      .default('sluice'),
     SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
     SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
     SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),

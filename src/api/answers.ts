@@ -282,6 +282,18 @@ export const scheduleList = z.object({ schedules: z.array(schedule), next_cursor
 export const scheduleOrState = z.union([schedule, scheduleState]);
 
 export const webhookSecret = z.object({ endpoint: z.string(), secret: z.string(), next_secret: z.string().optional() });
+export const forwarding = z.object({
+  url: z.string(),
+  issuer: z.string().describe('The `iss` of forwarded pushes: never the issuer of production pushes.'),
+  jwks_url: z.string().describe('The public keys of forwarded pushes: never listed in /.well-known/jwks.json.'),
+  webhook_secret: z
+    .string()
+    .nullable()
+    .describe(
+      "The Standard Webhooks secret of pushes forwarded to `url`'s endpoint: no endpoint's own secret. Null when pushes carry no Standard Webhooks signature.",
+    ),
+  next_webhook_secret: z.string().optional().describe('While the master secret rotates: the secret under the next one.'),
+});
 export const health = z.object({ status: z.enum(['ok', 'unavailable']), detail: z.string().optional() });
 
 /** The value an answer's schema describes: what a route builds. */

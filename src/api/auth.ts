@@ -48,6 +48,7 @@ export function requireScope(scope: Scope) {
     const entry = await authenticateKey(c.var.config.apiKeys, c.var.clientAddress, match[1]);
     if (!entry.scopes.includes(scope) && !entry.scopes.includes('admin')) throw new ForbiddenError(scope);
     c.set('canRead', entry.scopes.includes('tasks:read') || entry.scopes.includes('admin'));
+    c.set('forwardTo', entry.forwardTo ?? []);
     await next();
   });
 }

@@ -57,6 +57,8 @@ export interface AppEnv {
     clientAddress: string | null;
     /** The caller's key may read tasks (`tasks:read` or `admin`); set by `requireScope`. */
     canRead: boolean;
+    /** The origins besides loopback the caller's key may forward pulls to; set by `requireScope`. */
+    forwardTo: readonly string[];
     /** The task a lease call's verified token names (lease routes only). */
     leaseTaskId: string;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */

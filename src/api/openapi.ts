@@ -4,6 +4,7 @@
  * second copy of either (responses.ts turns both into JSON Schema).
  */
 import { z } from 'zod';
+import { FORWARD_JWKS_PATH } from '../sdk/protocol/signature.ts';
 import * as answers from './answers.ts';
 import { answer, answerComponents, json, ref, scheduleRequest } from './responses.ts';
 import {
@@ -347,6 +348,15 @@ export function openApiDocument(): object {
           ok: answer(answers.webhookSecret),
         }),
       },
+      '/v1/webhooks/forwarding': {
+        get: operation({
+          id: 'getForwarding',
+          summary: 'What verifies pushes a pull forwards to a URL (push_to): issuer, keys, Standard Webhooks secret',
+          scope: 'tasks:pull',
+          query: z.object({ url: z.string() }),
+          ok: answer(answers.forwarding),
+        }),
+      },
       '/metrics': {
         get: (() => {
           const op = operation({ id: 'getMetrics', summary: 'Prometheus metrics (text format 0.0.4)', scope: 'metrics:read or admin' });
@@ -359,6 +369,16 @@ export function openApiDocument(): object {
         properties: { keys: { type: 'array', items: { type: 'object' } } },
         required: ['keys'],
       }),
+      [FORWARD_JWKS_PATH]: open(
+        'getForwardJwks',
+        'Public keys that sign forwarded pushes (push_to): never production pushes',
+        'application/json',
+        {
+          type: 'object',
+          properties: { keys: { type: 'array', items: { type: 'object' } } },
+          required: ['keys'],
+        },
+      ),
       '/healthz': open('getHealth', 'Health', 'application/json', answer(answers.health), {
         '503': {
           description: 'The database does not answer, or its schema is missing or behind',

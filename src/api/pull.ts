@@ -167,6 +167,8 @@ async function pulledViews(ctx: PullContext, tasks: readonly LeasedTask[], pushT
     webhookSecret: config.webhookSecret,
     webhookSecretNext: config.webhookSecretNext,
     maxLeaseMs: config.maxLeaseMs,
+    // Never a production push: signed so that only a receiver that accepts forwarded pushes takes it.
+    forwarded: true,
   };
   const nowMs = Date.now();
   return Promise.all(

@@ -502,7 +502,7 @@ export const pullSchema = z
       .refine((url) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol), 'must be an http or https URL')
       .optional()
       .describe(
-        'Where the consumer will forward each task (`sluice listen`): each comes with the push Sluice would send there, signed for that URL.',
+        'Where the consumer will forward each task (`sluice listen`): each comes with the push Sluice would send there, signed for that URL as a forwarded push (issuer `sluice-forward`, keys at /.well-known/forward-jwks.json), which production receivers refuse. A loopback URL (127.0.0.0/8, [::1], localhost), or an origin the API key lists in `forward_to`.',
       ),
   })
   .strict();

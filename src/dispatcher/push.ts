@@ -9,12 +9,12 @@ import { attemptSpanId, childTraceparent, parseTraceparent, TRACEPARENT } from '
 import type { LeasedTask } from '../core/types.ts';
 import { utf8 } from '../sdk/protocol/encoding.ts';
 import { HEADERS } from '../sdk/protocol/headers.ts';
-import { signPush } from '../sdk/protocol/signature.ts';
+import { FORWARD_ISSUER, signPush } from '../sdk/protocol/signature.ts';
 import { signWebhook } from '../sdk/protocol/webhook.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { signLeaseToken } from '../security/lease-token.ts';
 import { checkTarget, PrivateTargetError } from '../security/targets.ts';
-import { endpointWebhookKey } from '../security/webhook-secrets.ts';
+import { endpointWebhookKey, forwardWebhookKey } from '../security/webhook-secrets.ts';
 import { type PushRequest, type PushTransport, UnsendableRequest } from './transport.ts';
 
 /** What signing a push takes: a pusher's, or the pull route's making a push for `sluice listen`. */
@@ -25,6 +25,11 @@ export interface SigningDeps {
   webhookSecretNext: Uint8Array<ArrayBuffer> | null;
   /** A lease token is good for as long as its lease can be held, heartbeats included. */
   maxLeaseMs: number;
+  /**
+   * Signs a forwarded push (a pull's `push_to`): with the forwarding key, issuer and webhook
+   * secrets, which no production receiver accepts (security/forwarding.ts). Default false.
+   */
+  forwarded?: boolean;
 }
 
 export interface PushDeps extends SigningDeps {
@@ -105,8 +110,18 @@ export async function signedRequest(
 ): Promise<Omit<PushRequest, 'timeoutMs'>> {
   const bodyText = task.body ?? '';
   const bytes = utf8(bodyText);
+  const forwarded = deps.forwarded === true;
   const [signature, leaseToken] = await Promise.all([
-    signPush({ key: deps.keyring.active, issuer: deps.issuer, taskId: task.id, leaseId: task.lease.id, url, body: bytes, nowMs }),
+    signPush({
+      key: forwarded ? deps.keyring.forward.active : deps.keyring.active,
+      issuer: forwarded ? FORWARD_ISSUER : deps.issuer,
+      taskId: task.id,
+      leaseId: task.lease.id,
+      url,
+      body: bytes,
+      nowMs,
+    }),
+    // The lease token is Sluice's own to check, forwarded or not.
     leaseTokenFor(task, deps),
   ]);
   const headers = attemptHeaders(task);
@@ -130,8 +145,9 @@ export async function signedRequest(
     // Each endpoint has a secret of its own, derived from the master (security/webhook-secrets.ts);
     // while the master rotates, a signature under each (receivers check any of them).
     const masters = deps.webhookSecretNext ? [deps.webhookSecret, deps.webhookSecretNext] : [deps.webhookSecret];
+    const webhookKey = forwarded ? forwardWebhookKey : endpointWebhookKey;
     const signatures = await Promise.all(
-      masters.map(async (master) => signWebhook(await endpointWebhookKey(master, url), task.id, timestamp, bodyText)),
+      masters.map(async (master) => signWebhook(await webhookKey(master, url), task.id, timestamp, bodyText)),
     );
     headers[WIRE.webhookSignature] = signatures.join(' ');
   }

@@ -2,11 +2,13 @@
  * Verifying a push: the `Sluice-Signature` JWS against Sluice's JWKS (fetched and cached by
  * `kid`, so current and next keys both work) or given keys; the SHA-256 of the exact body
  * bytes; `aud` against the URL the push was sent to; `exp` within a bounded clock skew; and,
- * within one receiver, no replay of a push already seen.
+ * within one receiver, no replay of a push already seen. A push forwarded by a pull consumer
+ * (`sluice listen --forward-to`, issuer `sluice-forward`) is signed with keys of its own and is
+ * refused unless the receiver is made with `acceptForwarded` (in development).
  */
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { HEADERS } from './protocol/headers.ts';
-import { SignatureError, verifyPush } from './protocol/signature.ts';
+import { claimedIssuer, FORWARD_ISSUER, FORWARD_JWKS_PATH, SignatureError, verifyPush } from './protocol/signature.ts';
 
 export interface ReceiverOptions {
   /** Sluice's base URL; the JWKS is fetched from `<sluiceUrl>/.well-known/jwks.json`. */
@@ -22,6 +24,15 @@ export interface ReceiverOptions {
   url?: string | ((request: Request) => string);
   /** When set, the signature's `iss` must equal it. Default: not checked. */
   issuer?: string;
+  /**
+   * Also accept pushes forwarded by `sluice listen --forward-to` (issuer `sluice-forward`), verified
+   * with the forwarding keys (`<sluiceUrl>/.well-known/forward-jwks.json`, or `forwardKeys`).
+   * For development only: anyone holding a pull key obtains such pushes. Default false, which
+   * refuses them with the check `forwarded`.
+   */
+  acceptForwarded?: boolean;
+  /** The forwarding keys to trust instead of fetching them (a JWKS object), with `acceptForwarded`. */
+  forwardKeys?: JSONWebKeySet;
   /** Tolerated clock difference, seconds. Default 30, at most 300. */
   clockSkewSeconds?: number;
   /** Refuse a push this receiver has already verified (same lease). Default true. */
@@ -58,6 +69,7 @@ export function createReceiver(options: ReceiverOptions): Receiver {
   // Made at the first push, not here: frameworks load a route's module where its configuration
   // may be absent (Next.js does at build time), and that must not fail.
   let keys: JWTVerifyGetKey | null = null;
+  let forwardKeys: JWTVerifyGetKey | null = null;
   const now = options.now ?? Date.now;
   const skew = Math.min(options.clockSkewSeconds ?? 30, 300);
   const seen = new Map<string, number>();
@@ -69,15 +81,29 @@ export function createReceiver(options: ReceiverOptions): Receiver {
       if (declared > MAX_PUSH_BYTES) throw new SignatureError('malformed', `the body is larger than ${MAX_PUSH_BYTES} bytes`);
       const body = new Uint8Array(await request.arrayBuffer());
       const url = typeof options.url === 'function' ? options.url(request) : (options.url ?? request.url);
-      keys ??= keySource(options);
+      const token = request.headers.get(HEADERS.signature) as string;
+      // A forwarded push is verified with the forwarding keys only, and a production push with
+      // Sluice's keys only: neither kind of key can stand for the other.
+      const forwarded = claimedIssuer(token) === FORWARD_ISSUER;
+      if (forwarded && !options.acceptForwarded) {
+        throw new SignatureError(
+          'forwarded',
+          'this push was forwarded by a pull consumer (sluice listen), not sent by Sluice: accepted only by a receiver made with acceptForwarded, in development',
+        );
+      }
+      let issuer = options.issuer;
+      if (forwarded) {
+        forwardKeys ??= keySource(options, 'forward');
+        issuer = FORWARD_ISSUER;
+      } else keys ??= keySource(options, 'push');
       const claims = await verifyPush({
-        token: request.headers.get(HEADERS.signature),
-        keys,
+        token,
+        keys: (forwarded ? forwardKeys : keys) as JWTVerifyGetKey,
         url,
         body,
         nowMs: now(),
         clockSkewSeconds: skew,
-        ...(options.issuer === undefined ? {} : { issuer: options.issuer }),
+        ...(issuer === undefined ? {} : { issuer }),
       });
       if (options.rejectReplays ?? true) {
         const t = now();
@@ -115,10 +141,23 @@ function decodeKey(text: string): string {
   }
 }
 
-function keySource(options: ReceiverOptions): JWTVerifyGetKey {
-  if (options.keys) return createLocalJWKSet(options.keys);
-  const url = options.jwksUrl ?? (options.sluiceUrl ? `${options.sluiceUrl.replace(/\/+$/, '')}/.well-known/jwks.json` : null);
-  if (!url) throw new Error('createReceiver needs sluiceUrl, jwksUrl or keys');
+/** Where a receiver finds the keys of production pushes, or of forwarded ones. */
+function keySource(options: ReceiverOptions, kind: 'push' | 'forward'): JWTVerifyGetKey {
+  const given = kind === 'push' ? options.keys : options.forwardKeys;
+  if (given) return createLocalJWKSet(given);
+  const base = options.sluiceUrl?.replace(/\/+$/, '');
+  const url =
+    kind === 'push'
+      ? (options.jwksUrl ?? (base ? `${base}/.well-known/jwks.json` : null))
+      : base
+        ? `${base}${FORWARD_JWKS_PATH}`
+        : options.jwksUrl
+          ? new URL(FORWARD_JWKS_PATH, options.jwksUrl).href
+          : null;
+  if (!url)
+    throw new Error(
+      kind === 'push' ? 'createReceiver needs sluiceUrl, jwksUrl or keys' : 'acceptForwarded needs sluiceUrl, jwksUrl or forwardKeys',
+    );
   const fetchImpl = options.fetch;
   return createRemoteJWKSet(new URL(url), fetchImpl ? { [customFetch]: (input, init) => fetchImpl(input, init) } : {});
 }

@@ -12,6 +12,11 @@ export interface ApiKeyEntry {
   /** Lower-case hex SHA-256 of the key. */
   sha256: string;
   scopes: readonly Scope[];
+  /**
+   * Origins (scheme, host, port) a pull with this key may forward to (`push_to`) besides this
+   * machine's loopback addresses (security/forwarding.ts). Default none.
+   */
+  forwardTo?: readonly string[];
 }
 
 export const API_KEY_PREFIX = 'sk_sluice_';

@@ -5,6 +5,7 @@
  */
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, type JWTVerifyGetKey } from 'jose';
 import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../sdk/protocol/signature.ts';
+import { deriveForwardKey } from './forwarding.ts';
 import { deriveLeaseKey } from './lease-token.ts';
 
 export interface Keyring {
@@ -17,6 +18,11 @@ export interface Keyring {
   verifier: JWTVerifyGetKey;
   /** Per `kid`, the MAC key of lease tokens (security/lease-token.ts). */
   leaseKeys: ReadonlyMap<string, Uint8Array>;
+  /**
+   * The keys of forwarded pushes (security/forwarding.ts): the active key's counterpart signs;
+   * every key's is published at FORWARD_JWKS_PATH, never in `jwks`.
+   */
+  forward: { active: SigningKey; jwks: { keys: JWK[] } };
 }
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'] as const;
@@ -72,7 +78,15 @@ async function importKeyring(jwks: { keys: JWK[] }): Promise<Keyring> {
   const leaseKeys = new Map(
     await Promise.all(jwks.keys.map(async (jwk) => [jwk.kid as string, await deriveLeaseKey(jwk.d as string)] as const)),
   );
-  return { active: all[0] as SigningKey, all, jwks: { keys: publicKeys }, verifier: createLocalJWKSet({ keys: publicKeys }), leaseKeys };
+  const forward = await Promise.all(jwks.keys.map(deriveForwardKey));
+  return {
+    active: all[0] as SigningKey,
+    all,
+    jwks: { keys: publicKeys },
+    verifier: createLocalJWKSet({ keys: publicKeys }),
+    leaseKeys,
+    forward: { active: forward[0]!.signing, jwks: { keys: forward.map((f) => f.publicJwk) } },
+  };
 }
 
 /** A fresh private JWK for `SLUICE_SIGNING_KEYS`. */

@@ -27,6 +27,10 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   const jwks = await writer.GET('/.well-known/jwks.json');
   check(jwks.data?.keys.length, 'jwks');
   done('getJwks');
+  const forwardJwks = await writer.GET('/.well-known/forward-jwks.json');
+  const kids = (set: { keys: object[] } | undefined) => (set?.keys ?? []).map((k) => (k as { kid?: string }).kid);
+  check(kids(forwardJwks.data).length > 0 && !kids(forwardJwks.data).some((kid) => kids(jwks.data).includes(kid)), 'forward jwks');
+  done('getForwardJwks');
   const doc = await writer.GET('/openapi.json');
   check(doc.data?.openapi === '3.1.0', 'openapi.json');
   done('getOpenApi');
@@ -172,6 +176,9 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   const secret = await admin.GET('/v1/webhooks/secret', { params: { query: { url: `${s.endpointUrl}/one` } } });
   check(secret.data?.secret.startsWith('whsec_'), 'webhook secret');
   done('getWebhookSecret');
+  const forwarding = await admin.GET('/v1/webhooks/forwarding', { params: { query: { url: 'http://localhost:3000/task' } } });
+  check(forwarding.data?.issuer === 'sluice-forward' && forwarding.data.webhook_secret?.startsWith('whsec_'), 'forwarding');
+  done('getForwarding');
 
   // Waits: a parent enqueues a child (delayed, so it stays pending) and waits for it; then the
   // parent is cancelled, and its child with it.

@@ -53,11 +53,14 @@ export function useWorkerFixture(extra: (f: WorkerFixture) => Record<string, str
  * A Node server beside the file's Worker, on a database of its own, with the fixture's secrets
  * (so that one test body runs on both paths); registered in the calling `describe`.
  */
-export function useNodeBeside(f: WorkerFixture, extra: Record<string, string> = {}): { node: NodeSluice; t: TestDatabase } {
+export function useNodeBeside(
+  f: WorkerFixture,
+  extra: Record<string, string> | ((f: WorkerFixture) => Record<string, string>) = {},
+): { node: NodeSluice; t: TestDatabase } {
   const side = {} as { node: NodeSluice; t: TestDatabase };
   beforeAll(async () => {
     side.t = await createTestDatabase();
-    side.node = await startNodeSluice({ env: testEnv(f.secrets, side.t.url, extra) });
+    side.node = await startNodeSluice({ env: testEnv(f.secrets, side.t.url, typeof extra === 'function' ? extra(f) : extra) });
   });
   afterAll(async () => {
     await side.node?.close();

@@ -138,3 +138,25 @@ describe('loadConfig', () => {
     expect(problems({ ...base, SLUICE_RETENTION: 'a week' })).toEqual([expect.stringMatching(/^SLUICE_RETENTION: must be a duration/)]);
   });
 });
+
+describe('forwarded pushes in the configuration', () => {
+  it('refuses the forwarded pushes’ issuer as SLUICE_ISSUER', () => {
+    expect(problems({ ...base, SLUICE_ISSUER: 'sluice-forward' })).toEqual([
+      expect.stringMatching(/^SLUICE_ISSUER: must not be "sluice-forward": that issuer marks forwarded pushes/),
+    ]);
+  });
+
+  it('reads an API key’s forward_to as origins, and refuses anything else', () => {
+    const [entry] = JSON.parse(secrets.apiKeysJson) as object[];
+    const withForward = (forward_to: unknown) => ({ ...base, SLUICE_API_KEYS: JSON.stringify([{ ...entry, forward_to }]) });
+    expect(loadConfig(withForward(['https://dev.example.com:8443'])).apiKeys[0]).toMatchObject({
+      forwardTo: ['https://dev.example.com:8443'],
+    });
+    expect(loadConfig(base).apiKeys[0]).not.toHaveProperty('forwardTo');
+    for (const bad of ['https://dev.example.com/hook', 'ftp://dev.example.com', 'https://u:p@dev.example.com', 'dev.example.com']) {
+      expect(problems(withForward([bad]))).toEqual([
+        expect.stringMatching(/^SLUICE_API_KEYS\.0\.forward_to\.0: must be an origin a pull may forward to/),
+      ]);
+    }
+  });
+});

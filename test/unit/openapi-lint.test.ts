@@ -10,7 +10,7 @@ import { ROOT } from '../helpers/process.ts';
 const run = promisify(execFile);
 const TOOLS = `${ROOT}test/client`;
 
-it('passes redocly lint with no error and no warning (four accepted, each said why)', async () => {
+it('passes redocly lint with no error and no warning (five accepted, each said why)', async () => {
   requireInstalled();
   await mkdir(`${TOOLS}/generated`, { recursive: true });
   await writeFile(`${TOOLS}/generated/openapi.json`, JSON.stringify(openApiDocument(), null, 2));
@@ -21,5 +21,5 @@ it('passes redocly lint with no error and no warning (four accepted, each said w
   }).catch((error: { stdout: string }) => error);
   const report = JSON.parse(stdout) as { totals: Record<string, number>; problems: unknown[] };
   expect(report.problems).toEqual([]);
-  expect(report.totals).toEqual({ errors: 0, warnings: 0, ignored: 4 });
+  expect(report.totals).toEqual({ errors: 0, warnings: 0, ignored: 5 });
 }, 60_000);

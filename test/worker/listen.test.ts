@@ -37,7 +37,13 @@ async function startHandler(sluiceUrl: string) {
         if (n === 9) await new Promise<void>((resolve) => (hang = resolve));
         return { done: n };
       },
-      { sluiceUrl, mode: path === '/lease' ? 'lease' : 'respond', onError: (e) => console.error('handler:', e) },
+      {
+        sluiceUrl,
+        // Pushes forwarded by `sluice listen` are taken by a handler in development only.
+        acceptForwarded: true,
+        mode: path === '/lease' ? 'lease' : 'respond',
+        onError: (e) => console.error('handler:', e),
+      },
     );
   const handlers = { respond: work('/respond'), lease: work('/lease') };
   const server: Server = createServer(
@@ -94,10 +100,17 @@ async function exercise(base: string, db: TestDatabase['db']) {
     await expect.poll(() => handler.seen.some((s) => s.n === 9), { timeout: 20_000, interval: 50 }).toBe(true);
     listening.child.kill('SIGINT');
     expect(await listening.exited).toBe(0);
-    const events = listening.output.stdout
+    const [trust, ...events] = listening.output.stdout
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { outcome?: string; answer?: number; gave_back?: number });
+      .map((l) => JSON.parse(l) as { outcome?: string; answer?: number; gave_back?: number; issuer?: string });
+    // It said first what the handler must trust, as `stripe listen` prints its secret.
+    expect(trust).toEqual({
+      forward_to: `${handler.url}/task`,
+      issuer: 'sluice-forward',
+      jwks_url: `${base}/.well-known/forward-jwks.json`,
+      webhook_secret: null,
+    });
     const said = events.map((e) => (e.gave_back === undefined ? `${e.answer} ${e.outcome}` : `gave back ${e.gave_back}`));
     expect(said.slice(0, 3).sort()).toEqual(['200 succeeded', '200 succeeded', '503 deferred']);
     expect(said.slice(3)).toEqual(['202 lease_kept', 'gave back 1']);

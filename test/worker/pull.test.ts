@@ -102,13 +102,15 @@ async function exercise(base: string, db: TestDatabase['db']) {
     '2',
   ]);
   expect(push.headers['sluice-lease-id']).toBe(again!.lease.id);
-  const keys = createLocalJWKSet((await (await fetch(`${base}/.well-known/jwks.json`)).json()) as JSONWebKeySet);
+  // Signed as a forwarded push (test/worker/forwarding.test.ts): with the forwarding keys.
+  const keys = createLocalJWKSet((await (await fetch(`${base}/.well-known/forward-jwks.json`)).json()) as JSONWebKeySet);
   const claims = await verifyPush({
     token: push.headers['sluice-signature'],
     keys,
     url: push.url,
     body: new TextEncoder().encode(push.body_text!),
     nowMs: Date.now(),
+    issuer: 'sluice-forward',
   });
   expect([claims.sub, claims.jti]).toEqual([abandoned.body.id, again!.lease.id]);
   expect((await leaseCall(base, again!, 'complete')).status).toBe(200);

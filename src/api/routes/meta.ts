@@ -1,6 +1,7 @@
 /** Unauthenticated endpoints: health, the public signing keys, the OpenAPI document and its page. */
 import { Hono } from 'hono';
 import { type SchemaState, schemaProblem, schemaState } from '../../db/migrate.ts';
+import { FORWARD_JWKS_PATH } from '../../sdk/protocol/signature.ts';
 import type { Answer, health } from '../answers.ts';
 import type { AppEnv } from '../context.ts';
 import { openApiDocument } from '../openapi.ts';
@@ -22,6 +23,13 @@ meta.get('/healthz', async (c) => {
 meta.get('/.well-known/jwks.json', async (c) => {
   const keyring = await c.var.keyring();
   return c.json(keyring.jwks, 200, { 'cache-control': 'public, max-age=300' });
+});
+
+// The keys of forwarded pushes (security/forwarding.ts), apart, so that no verifier of
+// production pushes trusts them by reading the JWKS above.
+meta.get(FORWARD_JWKS_PATH, async (c) => {
+  const keyring = await c.var.keyring();
+  return c.json(keyring.forward.jwks, 200, { 'cache-control': 'public, max-age=300' });
 });
 
 let document: object | null = null;

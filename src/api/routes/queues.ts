@@ -8,6 +8,7 @@ import { ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
 import type { SlotHolder } from '../../db/queues.ts';
+import { forwardTargetProblem } from '../../security/forwarding.ts';
 import type { Answer, forcedRelease, keyLimit, pulled, queueConcurrency, queueList } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
@@ -61,10 +62,13 @@ queues.post('/:queue/lease', requireScope('tasks:pull'), async (c) => {
   const name = queueName(c.req.param('queue'));
   const parsed = pullSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes, { empty: {} }));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const pushTo = parsed.data.push_to;
+  const forwardProblem = pushTo === undefined ? null : forwardTargetProblem(pushTo, c.var.forwardTo);
+  if (forwardProblem) throw new ValidationError([{ path: 'push_to', message: forwardProblem }]);
   const tasks = await pullTasks({ ...c.var, signal: c.req.raw.signal }, name, {
     max: parsed.data.max,
     waitMs: parsed.data.wait_ms,
-    pushTo: parsed.data.push_to,
+    pushTo,
   });
   return c.json({ tasks } satisfies Answer<typeof pulled>);
 });

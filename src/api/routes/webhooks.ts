@@ -1,8 +1,13 @@
-/** /v1/webhooks: the Standard Webhooks secret to configure at an endpoint (admin). */
+/**
+ * /v1/webhooks: the Standard Webhooks secret to configure at an endpoint (admin), and what a
+ * handler behind `sluice listen` trusts to verify forwarded pushes (tasks:pull).
+ */
 import { Hono } from 'hono';
 import { ConflictError, ValidationError } from '../../core/errors.ts';
-import { endpointWebhookSecret, webhookEndpoint } from '../../security/webhook-secrets.ts';
-import type { Answer, webhookSecret } from '../answers.ts';
+import { FORWARD_ISSUER, FORWARD_JWKS_PATH } from '../../sdk/protocol/signature.ts';
+import { forwardTargetProblem } from '../../security/forwarding.ts';
+import { endpointWebhookSecret, forwardWebhookSecret, webhookEndpoint } from '../../security/webhook-secrets.ts';
+import type { Answer, forwarding, webhookSecret } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import type { AppEnv } from '../context.ts';
 
@@ -22,4 +27,23 @@ webhooks.get('/secret', requireScope('admin'), async (c) => {
     secret: await endpointWebhookSecret(master, url),
     ...(next ? { next_secret: await endpointWebhookSecret(next, url) } : {}),
   } satisfies Answer<typeof webhookSecret>);
+});
+
+/**
+ * What verifies the pushes a pull forwards to `url` (`push_to`, `sluice listen --forward-to`):
+ * their issuer, their keys and their Standard Webhooks secret, none of which a production push
+ * has (security/forwarding.ts). The same rule as `push_to` applies to `url`.
+ */
+webhooks.get('/forwarding', requireScope('tasks:pull'), async (c) => {
+  const url = c.req.query('url') ?? '';
+  const problem = forwardTargetProblem(url, c.var.forwardTo);
+  if (problem) throw new ValidationError([{ path: 'url', message: problem }]);
+  const { webhookSecret: master, webhookSecretNext: next } = c.var.config;
+  return c.json({
+    url,
+    issuer: FORWARD_ISSUER,
+    jwks_url: new URL(FORWARD_JWKS_PATH, c.req.url).href,
+    webhook_secret: master ? await forwardWebhookSecret(master, url) : null,
+    ...(master && next ? { next_webhook_secret: await forwardWebhookSecret(next, url) } : {}),
+  } satisfies Answer<typeof forwarding>);
 });

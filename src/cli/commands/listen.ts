@@ -28,6 +28,13 @@ interface Pulled {
   push: { url: string; method: HttpMethod; headers: Record<string, string>; body_text: string | null };
 }
 
+/** GET /v1/webhooks/forwarding: what verifies the pushes forwarded to a URL. */
+interface Forwarding {
+  issuer: string;
+  jwks_url: string;
+  webhook_secret: string | null;
+}
+
 /**
  * How long an idle pull waits for a task. Ctrl-C lets a pull under way finish (and gives back what
  * it brings) rather than cut it: a server need not notice a consumer that left mid-poll (Miniflare
@@ -52,8 +59,12 @@ export const listen: Command = {
   details: [
     'Develop a handler on your machine against a deployed (or local) Sluice: make the queue a pull',
     'queue (`sluice queues set QUEUE --pull true`), then run this with a key that has tasks:pull.',
-    'Each task arrives at the handler as Sluice would push it: signed for the --forward-to URL, with',
-    'its lease headers, so the SDK’s receiver verifies it unchanged (give it Sluice’s URL for the keys).',
+    'Each task arrives at the handler as Sluice would push it, with its lease headers, signed for the',
+    '--forward-to URL as a forwarded push: with keys, an issuer (sluice-forward) and a Standard Webhooks',
+    'secret of its own, which production receivers refuse. The SDK’s receiver takes it when made with',
+    '`acceptForwarded: true` (and Sluice’s URL for the keys); the start prints what else to trust.',
+    '--forward-to must be on this machine (127.0.0.0/8, [::1], localhost) unless the API key lists its',
+    'origin in `forward_to`.',
     '',
     'The handler’s answer is relayed as the dispatcher takes a push’s: 2xx completes the task (its body',
     'is the result); 2xx with `Sluice-Ack: lease` leaves the lease to the handler, which heartbeats and',
@@ -98,7 +109,17 @@ class Listener {
     // Pulls go out on a signal Ctrl-C does not abort (see WAIT_MS), within --timeout, never
     // shorter than a long poll: one cut short might lease tasks for nobody.
     const puller = api.detached(Math.max(api.timeoutMs, WAIT_MS + 5_000));
+    // What the handler must trust: forwarded pushes are no production pushes (security/forwarding.ts).
+    const trust = await api.get<Forwarding>(`/v1/webhooks/forwarding?url=${encodeURIComponent(this.#forwardTo)}`);
     out.note(`listening on queue ${this.#queue}, forwarding to ${this.#forwardTo} (Ctrl-C to stop)`);
+    out.event(
+      { forward_to: this.#forwardTo, issuer: trust.issuer, jwks_url: trust.jwks_url, webhook_secret: trust.webhook_secret },
+      [
+        `forwarded pushes are signed by issuer "${trust.issuer}" with the keys at ${trust.jwks_url}:`,
+        "  the SDK's receiver takes them with acceptForwarded: true (development only)",
+        ...(trust.webhook_secret ? [`  Standard Webhooks secret of forwarded pushes to this endpoint: ${trust.webhook_secret}`] : []),
+      ].join('\n'),
+    );
     let failures = 0;
     try {
       while (!signal.aborted) {

@@ -6,13 +6,22 @@
  * jti = lease id, body = base64url(SHA-256(exact body bytes)).
  */
 import { type CryptoKey, errors, type JWTVerifyGetKey, jwtVerify } from 'jose';
-import { base64url, sha256Base64url, utf8 } from './encoding.ts';
+import { base64url, fromBase64, sha256Base64url, utf8 } from './encoding.ts';
 
 export const SIGNATURE_ALGORITHMS = ['EdDSA', 'ES256'] as const;
 export type SignatureAlgorithm = (typeof SIGNATURE_ALGORITHMS)[number];
 
 /** The longest a push signature is valid. */
 export const MAX_SIGNATURE_TTL_SECONDS = 300;
+
+/**
+ * The issuer of a forwarded push: one a pull consumer (`sluice listen --forward-to`) hands to a
+ * handler on its own machine. It is signed with keys of its own, published apart at
+ * `FORWARD_JWKS_PATH` (never at `/.well-known/jwks.json`), so a production receiver never takes
+ * it for a push of Sluice's; the SDK's receiver takes it only with `acceptForwarded`.
+ */
+export const FORWARD_ISSUER = 'sluice-forward';
+export const FORWARD_JWKS_PATH = '/.well-known/forward-jwks.json';
 
 export interface PushClaims {
   iss: string;
@@ -101,6 +110,8 @@ export type SignatureCheck =
   | 'body'
   /** The same push (lease) was verified before by this receiver. */
   | 'replay'
+  /** A forwarded push (`sluice listen`), which a receiver takes only with `acceptForwarded`. */
+  | 'forwarded'
   /** The public keys could not be fetched: not the push's fault; try again later. */
   | 'keys_unavailable';
 
@@ -126,6 +137,21 @@ export interface VerifyPushInput {
   clockSkewSeconds?: number;
   /** When set, `iss` must equal it. */
   issuer?: string;
+}
+
+/**
+ * The issuer a compact JWS claims, read without verifying it (to choose the keys to verify it
+ * with); `null` when the token is not one.
+ */
+export function claimedIssuer(token: string): string | null {
+  const payload = token.split('.')[1];
+  if (payload === undefined) return null;
+  try {
+    const iss = (JSON.parse(new TextDecoder().decode(fromBase64(payload))) as { iss?: unknown }).iss;
+    return typeof iss === 'string' ? iss : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Verifies a push and returns its claims, or throws a `SignatureError` naming the check. */
