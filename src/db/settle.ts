@@ -15,8 +15,12 @@ import { stillLeased } from './rows.ts';
 export interface LeaseSettlement {
   taskId: string;
   leaseId: string;
-  /** When the lease began, and the attempt it carried (the task's attempt count at the time). */
-  leasedAt: Date;
+  /**
+   * When the lease began, and the attempt it carried (the task's attempt count at the time).
+   * `null` when the caller found the lease ended already (a lease call sent again): then only a
+   * replay of this very ending can match, and it writes nothing.
+   */
+  leasedAt: Date | null;
   attempt: number;
   settlement: Settlement;
   /** How long the push took; `null` = from the lease's start until now (lease calls, expiry). */
@@ -64,11 +68,15 @@ const LEASE_STILL_MATCHES = `case s.require when 'unexpired' then t.lease_expire
 const SETTLE = prepared(
   'settle',
   `
+-- Each item is answered by its place n. A lease named twice (a push's answer and the reaper's
+-- expiry of it, after an outage) is ended once, by the push's answer if it is there: two rows
+-- for one lease would write its attempt twice, and fail every item with the duplicate key.
 with raw as (
-  select s.* from jsonb_to_recordset($1::jsonb) as s(
-    id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
+  select distinct on (s.id, s.lease_id) s.* from jsonb_to_recordset($1::jsonb) as s(
+    n integer, id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
     wait_ms double precision, attempts_delta integer, deferrals_delta integer, result text, error text,
     http_status integer, duration_ms integer, signal text, queue text, level text, deferrals integer)
+  order by s.id, s.lease_id, s.require nulls first, s.n
 ),
 -- A push's signal belongs to a level (0016_levels.sql): its key's lane, else its queue ('*'),
 -- both given with it. An overload answer on an adaptive queue (whose limit is what it learnt,
@@ -76,7 +84,7 @@ with raw as (
 -- without using an attempt, as a Retry-After deferral does and within the same bound ($3), and
 -- its level learns. Only the small sluice.queues is read for it, never the task again.
 input as (
-  select r.id, r.lease_id, r.require, r.leased_at, r.attempt,
+  select r.n, r.id, r.lease_id, r.require, r.leased_at, r.attempt,
          case when a.defer then 'pending' else r.status end as status,
          case when a.defer then 'deferred' else r.outcome end as outcome,
          case when a.defer then 0 else r.wait_ms end as wait_ms,
@@ -110,7 +118,7 @@ done as (
     and (s.status <> 'pending' or h.final)
   returning t.*, case when s.status = 'pending' then 'cancelled' else s.status end as fin_status, s.result as fin_result,
             s.error as fin_error, s.http_status as fin_http_status,
-            true as fin_attempt, s.took_ms as fin_duration_ms
+            true as fin_attempt, s.took_ms as fin_duration_ms, s.n as fin_n
 ),${archiveCtes('done')},
 settled as (
   update sluice.tasks t
@@ -130,12 +138,29 @@ settled as (
       updated_at = now()
   from held s
   where t.id = s.id and t.id = any(array(select id from held where not final)) and not s.final
-  returning t.id, t.status, t.queue, t.lane, t.priority, t.run_at
+  returning s.n, t.id, t.status, t.queue, t.lane, t.priority, t.run_at
 ),
 history as (
   insert into sluice.attempts (task_id, attempt, lease_id, started_at, outcome, http_status, duration_ms, error)
   select s.id, s.attempt, s.lease_id, s.leased_at, s.outcome, s.http_status, s.took_ms, s.error
   from settled st join held s on s.id = st.id
+  on conflict (task_id, lease_id) do nothing
+),
+-- An item whose lease was not held may have been ended by this very item, in a try whose answer
+-- was lost (the retry of a commit that succeeded): its attempt is recorded as this one would
+-- write it. Then the item is answered with what it did, marked as a replay; it writes nothing.
+replayed as (
+  select s.n, s.id, r.status
+  from input s
+  cross join lateral (
+    select case when a.outcome in ('succeeded', 'dead', 'cancelled') then a.outcome else 'pending' end as status
+    from sluice.all_attempts a
+    where a.task_id = s.id and a.lease_id = s.lease_id
+      and (a.outcome = s.outcome or (s.status = 'pending' and a.outcome = 'cancelled'))
+      and a.error is not distinct from s.error and a.http_status is not distinct from s.http_status
+    limit 1
+  ) r
+  where s.n <> all(array(select n from settled union all select fin_n from done))
 ),${lowerHintsCte('settled')},
 -- What the answers teach their levels (migrations/functions/levels.sql), only when there is something to.
 learn as (
@@ -158,9 +183,11 @@ waits as (
                    or exists (select 1 from done where callback is not null)
               else true end as work_waits
 )
-select id::text as id, status, work_waits from settled cross join learn cross join waits
+select n, id::text as id, status, false as repeated, work_waits from settled cross join learn cross join waits
 union all
-select id::text, fin_status, work_waits from done cross join learn cross join waits`,
+select fin_n, id::text, fin_status, false, work_waits from done cross join learn cross join waits
+union all
+select n, id::text, status, true, work_waits from replayed cross join learn cross join waits`,
 );
 
 /** What became of the attempt, for its history row. */
@@ -181,8 +208,14 @@ export async function leaseSettleMany(
 }
 
 export interface SettleReport {
-  /** Each task whose lease was still held, with the status it has now. */
+  /** Each task whose lease was still held, with the status it has now (or had, for a replay). */
   held: Map<string, TaskStatus>;
+  /**
+   * Each item's own outcome, in order: the status it gave its task, `repeated` when an earlier
+   * try of this very ending had written it (its answer was lost); `null` when its lease was not
+   * held (it ended otherwise, or the item named a lease another item of the batch ended).
+   */
+  items: Array<{ status: TaskStatus; repeated: boolean } | null>;
   /**
    * Whether a claim pass could find work once these commit (`sluice.work_waits`): a slot freed
    * here can be wanted only then. `true` when not asked, or when no lease was held.
@@ -200,16 +233,17 @@ export async function leaseSettleReport(
   adaptiveQueues: readonly string[],
   askWorkWaits: boolean,
 ): Promise<SettleReport> {
-  if (items.length === 0) return { held: new Map(), workWaits: true };
+  if (items.length === 0) return { held: new Map(), items: [], workWaits: true };
   // A retry's due time was decided on this process's clock; the database keeps due times on
   // its own. What travels is the wait, so a clock ahead of or behind the database's neither
   // stretches nor skips a backoff, a Retry-After or a release's delay.
   const clockMs = Date.now();
-  const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require, signal }) => ({
+  const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require, signal }, n) => ({
+    n,
     id: taskId,
     lease_id: leaseId,
     require: require ?? null,
-    leased_at: leasedAt.toISOString(),
+    leased_at: leasedAt?.toISOString() ?? null,
     attempt,
     status: s.status,
     outcome: outcomeOf(s),
@@ -225,13 +259,15 @@ export async function leaseSettleReport(
     level: signal ? levelOf(signal.concurrencyKey) : null,
     deferrals: signal?.deferrals ?? null,
   }));
-  const rows = await db.query<{ id: string; status: TaskStatus; work_waits: boolean }>(SETTLE, [
+  const rows = await db.query<{ n: number; id: string; status: TaskStatus; repeated: boolean; work_waits: boolean }>(SETTLE, [
     JSON.stringify(input),
     adaptiveQueues,
     LIMITS.maxDeferrals,
     askWorkWaits,
   ]);
-  return { held: new Map(rows.map((r) => [r.id, r.status])), workWaits: rows[0]?.work_waits ?? true };
+  const outcomes: SettleReport['items'] = items.map(() => null);
+  for (const r of rows) outcomes[r.n] = { status: r.status, repeated: r.repeated };
+  return { held: new Map(rows.map((r) => [r.id, r.status])), items: outcomes, workWaits: rows[0]?.work_waits ?? true };
 }
 
 /**

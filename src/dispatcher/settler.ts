@@ -4,7 +4,8 @@
  * one settles many leases per round trip.
  */
 import type { Db } from '../db/db.ts';
-import { type LeaseSettlement, leaseSettleReport } from '../db/settle.ts';
+import { isTransientDbError } from '../db/faults.ts';
+import { type LeaseSettlement, leaseSettleReport, type SettleReport } from '../db/settle.ts';
 import { nextTurn } from './next-turn.ts';
 import { withDbRetry } from './retry-db.ts';
 
@@ -56,24 +57,42 @@ export class Settler {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0);
       try {
-        this.writes++;
-        const ask = this.#askWorkWaits();
-        const { held, workWaits } = await withDbRetry(() =>
-          leaseSettleReport(
-            this.#db,
-            batch.map((w) => w.item),
-            this.#adaptiveQueues,
-            ask,
-          ),
-        );
+        const { items, workWaits } = await this.#write(batch, this.#askWorkWaits());
         this.workWaits = workWaits;
-        for (const w of batch) w.resolve(held.has(w.item.taskId));
+        for (const [i, w] of batch.entries()) w.resolve(items[i] !== null);
       } catch (error) {
         this.workWaits = true;
-        // The leases stay as they are; they expire and are settled by the reaper.
-        for (const w of batch) w.reject(error);
+        // A fault that is not passing, and not of one item (a batch is written item by item
+        // then): the leases stay as they are; they expire and are settled by the reaper.
+        if (batch.length === 1 || isTransientDbError(error)) for (const w of batch) w.reject(error);
+        else await this.#oneByOne(batch);
       }
     }
     this.#writing = null;
+  }
+
+  /** One write, retried through passing faults: safe, since a replay of a settle is answered as what it did. */
+  #write(batch: readonly Waiting[], askWorkWaits: boolean): Promise<SettleReport> {
+    this.writes++;
+    return withDbRetry(() =>
+      leaseSettleReport(
+        this.#db,
+        batch.map((w) => w.item),
+        this.#adaptiveQueues,
+        askWorkWaits,
+      ),
+    );
+  }
+
+  /** A batch that failed for a reason of its own: each item alone, so that one item fails only itself. */
+  async #oneByOne(batch: readonly Waiting[]): Promise<void> {
+    for (const w of batch) {
+      try {
+        const { items } = await this.#write([w], false);
+        w.resolve(items[0] !== null);
+      } catch (error) {
+        w.reject(error);
+      }
+    }
   }
 }

@@ -16,7 +16,7 @@ import { LIMITS, type Task, type TaskStatus } from '../../core/types.ts';
 import { pokeLeaseEnded } from '../../core/wake.ts';
 import type { Db } from '../../db/db.ts';
 import { leaseFind, leaseHeartbeat } from '../../db/leases.ts';
-import { leaseEnding, leaseSettleMany } from '../../db/settle.ts';
+import { leaseSettleReport } from '../../db/settle.ts';
 import { leaseWait } from '../../db/waits.ts';
 import { verifyLeaseToken } from '../../security/lease-token.ts';
 import type { Answer, leaseEnded, leaseExtended, leaseWaiting } from '../answers.ts';
@@ -53,7 +53,7 @@ leases.post('/:lease/heartbeat', async (c) => {
   // Not extended. A cancellation asked for ends the lease now (the slot is free at once);
   // otherwise the lease expired, reached its maximum, or was lost meanwhile.
   if (task.cancelRequestedAt !== null) {
-    await endLease(c.var.db, task, { kind: 'cancelled' });
+    await endLease(c.var.db, task, leaseId, { kind: 'cancelled' });
     c.var.poke(pokeLeaseEnded(Date.now(), task.queue, c.var.config.clusterCap));
     throw new ConflictError(409, 'cancelled', `task ${task.id} was cancelled: stop the work`);
   }
@@ -138,11 +138,14 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   const found = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const again = repeated(found);
   if (again) return again;
-  if (!found?.current) throw lostOrCancelled(found?.task ?? null);
-  const status = await endLease(c.var.db, found.task, call);
-  if (status) {
+  if (!found) throw lostOrCancelled(null);
+  // A lease no longer held may have been ended by this very call, sent again because its answer
+  // was lost: the settle finds the ending it wrote and answers it as a repeat, changing nothing.
+  const ended = await endLease(c.var.db, found.task, leaseId, call);
+  if (ended?.repeated) return c.json({ task_id: found.task.id, status: ended.status, repeated: true } satisfies Answer<typeof leaseEnded>);
+  if (ended) {
     c.var.poke(pokeLeaseEnded(Date.now(), found.task.queue, c.var.config.clusterCap));
-    return c.json({ task_id: found.task.id, status } satisfies Answer<typeof leaseEnded>);
+    return c.json({ task_id: found.task.id, status: ended.status } satisfies Answer<typeof leaseEnded>);
   }
   const now = await leaseFind(c.var.db, c.var.leaseTaskId, leaseId);
   const raced = repeated(now);
@@ -150,11 +153,30 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   throw lostOrCancelled(now?.task ?? null);
 }
 
-/** Ends a held lease by a lease call: the task's status after, or `null` when the lease was no longer held and unexpired. */
-async function endLease(db: Db, task: Task, call: LeaseCall): Promise<TaskStatus | null> {
+/**
+ * Ends a held lease by a lease call: the task's status after, or `null` when the lease was no
+ * longer held and unexpired; `repeated` when this same call had ended it already.
+ */
+async function endLease(db: Db, task: Task, leaseId: string, call: LeaseCall): Promise<{ status: TaskStatus; repeated: boolean } | null> {
   const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
-  const held = await leaseSettleMany(db, [{ ...leaseEnding({ ...task, lease: task.lease! }, settlement, null), require: 'unexpired' }]);
-  return held.get(task.id) ?? null;
+  const held = task.lease?.id === leaseId ? task.lease : null;
+  const report = await leaseSettleReport(
+    db,
+    [
+      {
+        taskId: task.id,
+        leaseId,
+        leasedAt: held?.leasedAt ?? null,
+        attempt: task.attempts,
+        settlement,
+        durationMs: null,
+        require: 'unexpired',
+      },
+    ],
+    [],
+    false,
+  );
+  return report.items[0] ?? null;
 }
 
 function lostOrCancelled(task: Task | null, why = 'the lease is no longer held'): SluiceError {
