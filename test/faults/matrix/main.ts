@@ -8,6 +8,7 @@
  *   --tasks N          items per Node run (default 10,000)
  *   --worker-tasks N   items per Worker run (default 3,000; 0 skips the Worker path)
  *   --only a,b         only these faults (names as in the table's first column of the log)
+ *   --repeat N         each chosen fault N times in a row (default 1): a fault that fails now and then
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -23,12 +24,15 @@ const { values } = parseArgs({
     tasks: { type: 'string', default: '10000' },
     'worker-tasks': { type: 'string', default: '3000' },
     only: { type: 'string' },
+    repeat: { type: 'string', default: '1' },
   },
 });
 const tasks = Number(values.tasks);
 const workerTasks = Number(values['worker-tasks']);
 const only = values.only ? new Set(values.only.split(',')) : null;
-const chosen = <T extends { name: string }>(all: T[]) => all.filter((f) => !only || only.has(f.name));
+const repeat = Number(values.repeat);
+const chosen = <T extends { name: string }>(all: T[]) =>
+  all.filter((f) => !only || only.has(f.name)).flatMap((f) => Array.from({ length: repeat }, () => f));
 const log = (line: string) => console.log(line);
 // Postgres's FATALs are what the faults make it say (terminated, shut down): kept, not printed.
 const postgresLog: string[] = [];
