@@ -27,10 +27,11 @@ const KINDS: Array<{ kind: string; test: RegExp; where: string }> = [
   { kind: 'task counts', test: /task_counts|7215530003/, where: 'index.ts scheduled (cron) → db/metrics.ts taskCountsRefresh' },
   {
     kind: 'retention sweep',
-    test: /rate_grants|rate_buckets|lanes_sweep|history_sweep|stragglers|delete from sluice\.levels/,
+    test: /rate_grants|rate_buckets|lanes_sweep|history_sweep|stragglers|delete from sluice\.levels|sluice\.debounces d|with picked as/,
     where: 'worker/pusher.ts (shard 0) and the cron → dispatcher/retention.ts sweepFinished',
   },
   { kind: 'enqueue (API)', test: /insert into sluice\.tasks|sluice\.enqueue|from sluice\.all_tasks/, where: 'api → db/enqueue.ts' },
+  { kind: 'wake NOTIFY', test: /pg_notify/, where: 'node/wake-channel.ts announce → db/wake.ts (Node: every poke)' },
   { kind: 'begin / commit', test: /^\s*(begin|commit|rollback)\b/i, where: 'db/db.ts poolDb transaction' },
 ];
 
@@ -45,10 +46,11 @@ const WHERE: Record<string, string> = {
   other: 'see the statements below',
 };
 
-export function attribute(events: readonly ProxyTrace[]): Attribution {
+/** `stream`: what the byte stream is called (`WebSocket` at the stand-in, `TCP` at the Node server's relay). */
+export function attribute(events: readonly ProxyTrace[], stream = 'WebSocket'): Attribution {
   const out: Attribution = {};
   const add = (kind: string, via: 'ws' | 'sql', text?: string) => {
-    const name = kind.startsWith('connect') ? kind : `${kind} (${via === 'sql' ? 'HTTP /sql' : 'WebSocket'})`;
+    const name = kind.startsWith('connect') ? kind : `${kind} (${via === 'sql' ? 'HTTP /sql' : stream})`;
     out[name] ??= { roundTrips: 0, where: WHERE[kind] ?? '' };
     const entry = out[name];
     entry.roundTrips++;

@@ -14,14 +14,18 @@
  *   requests (RPC calls and alarms, counted inside the objects: bench/distance-worker.ts);
  * - on the Worker, where the round trips go: each Postgres frontend message and /sql request
  *   traced at the stand-in, classified by statement (a table for each Worker run).
+ * - at rest (the first run of each path): what a deployment with nothing to do sends Postgres
+ *   in `--idle-s` seconds (60; the Worker's cron fired once a minute, as `npm start` does).
  * Flags: --rtt 0,5,20,50 (both paths; default Worker 0,5,20,50 and Node 0,20), --tasks 2000,
- * --only worker|node. Writes Markdown to bench/results/ (not kept in git).
+ * --only worker|node, --idle-s 60, --trace (also writes each run's trace, with the bench's own
+ * enqueue, answer and push marks, as JSON lines). Writes Markdown to bench/results/ (not kept in git).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { FrontendReader } from '../src/node/pg-frontend.ts';
 import { startNodeSluice } from '../src/node/server.ts';
 import { startTcpDelay } from '../src/node/tcp-delay.ts';
 import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';
@@ -30,7 +34,13 @@ import { type Attribution, attribute } from './distance-trace.ts';
 import { benchSetup } from './setup.ts';
 
 const { values: flags } = parseArgs({
-  options: { rtt: { type: 'string' }, tasks: { type: 'string', default: '2000' }, only: { type: 'string' } },
+  options: {
+    rtt: { type: 'string' },
+    tasks: { type: 'string', default: '2000' },
+    only: { type: 'string' },
+    'idle-s': { type: 'string', default: '60' },
+    trace: { type: 'boolean', default: false },
+  },
 });
 const TASKS = Number(flags.tasks);
 const BATCH = 200;
@@ -38,6 +48,11 @@ const SINGLES = 40;
 const RETRIES = 5;
 const BACKOFF_MS = 200;
 const SHARDS = 4;
+const STARTED = new Date().toISOString().replace(/[:.]/g, '-');
+/** How long an idle deployment is watched (the first run of each path); 0: not at all. */
+const REST_S = Number(flags['idle-s']);
+/** Past the shards' and pools' linger (worker/pusher.ts LINGER_MS) before the watch starts. */
+const SETTLE_MS = 12_000;
 const rtts = (fallback: string) => (flags.rtt ?? fallback).split(',').map(Number);
 const RUNS: Array<{ path: 'worker' | 'node'; rtt: number }> = [
   ...(flags.only === 'node' ? [] : rtts('0,5,20,50').map((rtt) => ({ path: 'worker' as const, rtt }))),
@@ -107,7 +122,7 @@ interface Counters {
 interface Phase {
   tasks: number;
   counters: Counters;
-  attribution: Attribution | null;
+  attribution: Attribution;
 }
 interface Row {
   path: string;
@@ -118,17 +133,22 @@ interface Row {
   retryLateMs: number[];
   drain: Phase;
   idle: Phase;
+  /** Nothing to do for `--idle-s` (60) seconds, after connections linger out; `tasks` counts minutes. */
+  rest: Phase | null;
 }
 
 /** One run: a fresh Worker (or Node server) behind a fresh stand-in at `rtt`. */
-async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
+async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise<Row> {
   await admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits cascade');
   pushes.clear();
   const trace: ProxyTrace[] = [];
+  const marks: Array<{ at: number; mark: string; id?: string | undefined }> = [];
   let app: { url: string; close(): Promise<void> };
   let stats: () => Omit<ProxyStats, 'messages'>;
   let doRequests: () => Promise<Record<string, number>> = async () => ({});
   let closeProxy: () => Promise<void>;
+  /** The Worker's cron, fired as `npm start` fires it: once a minute. */
+  let cron: () => Promise<void> = async () => {};
   if (path === 'worker') {
     const proxy = await startWsProxy(
       { host: pgAddress.hostname, port: Number(pgAddress.port) },
@@ -136,11 +156,18 @@ async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
     );
     const worker = await startWorker({ script, vars: { ...setup.env, SLUICE_NEON_WS_PROXY: proxy.address } });
     app = worker;
+    cron = () => worker.scheduled();
     stats = () => proxy.stats();
     doRequests = async () => (await (await fetch(`${worker.url}/__bench/do-requests?shards=${SHARDS}`)).json()) as Record<string, number>;
     closeProxy = () => proxy.close();
   } else {
-    const relay = await startTcpDelay({ host: pgAddress.hostname, port: Number(pgAddress.port) }, rtt);
+    // The same trace as the stand-in's WebSocket path, read from the relay's client bytes.
+    const readers = new Map<number, FrontendReader>();
+    const relay = await startTcpDelay({ host: pgAddress.hostname, port: Number(pgAddress.port) }, rtt, (conn, chunk) => {
+      const reader = readers.get(conn) ?? new FrontendReader();
+      readers.set(conn, reader);
+      for (const m of reader.read(chunk)) trace.push({ at: Date.now(), transport: 'ws', conn, event: 'message', ...m });
+    });
     const url = new URL(setup.databaseUrl);
     url.host = `${relay.host}:${relay.port}`;
     app = await startNodeSluice({ env: { ...setup.env, DATABASE_URL: url.toString() } });
@@ -162,7 +189,7 @@ async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
         pushes: pushed - before.pushes,
         doRequests: await doRequests(),
       };
-      return { tasks, counters, attribution: path === 'worker' ? attribute(trace.slice(from)) : null };
+      return { tasks, counters, attribution: attribute(trace.slice(from), path === 'node' ? 'TCP' : 'WebSocket') };
     };
   };
   try {
@@ -196,10 +223,14 @@ async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
     for (let i = 0; i < SINGLES; i++) {
       await sleep(50);
       const t0 = performance.now();
+      const sent = Date.now();
       const { id } = await call(app.url, '/v1/tasks', { url: `${target}/ok` });
       callMs.push(performance.now() - t0);
+      marks.push({ at: sent, mark: 'enqueue sent', id }, { at: Date.now(), mark: 'enqueue answered', id });
       await until('a push', () => (pushes.get(String(id))?.length ?? 0) >= 1, 30_000);
-      pushMs.push((pushes.get(String(id))?.[0]?.at ?? 0) - t0);
+      const at = pushes.get(String(id))?.[0]?.at ?? 0;
+      pushMs.push(at - t0);
+      marks.push({ at: Math.round(Date.now() - (performance.now() - at)), mark: 'pushed', id });
     }
     await until('the idle tasks to settle', settled);
     await sleep(1_000);
@@ -217,10 +248,31 @@ async function run(path: 'worker' | 'node', rtt: number): Promise<Row> {
       retryLateMs.push((second?.at ?? 0) - ((first?.answeredAt ?? 0) + BACKOFF_MS));
       await sleep(100);
     }
-    return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle };
+
+    // At rest: what a deployment with nothing to do sends Postgres (cron once a minute on the Worker).
+    let resting: Phase | null = null;
+    if (rest && REST_S > 0) {
+      await until('the retries to settle', settled);
+      await sleep(SETTLE_MS);
+      end = await measure();
+      const restEnd = Date.now() + REST_S * 1000;
+      while (Date.now() < restEnd) {
+        await cron();
+        await sleep(Math.min(60_000, restEnd - Date.now()));
+      }
+      resting = await end(REST_S / 60);
+    }
+    return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle, rest: resting };
   } finally {
     await app.close();
     await closeProxy();
+    if (flags.trace) {
+      const events = [...trace, ...marks].sort((a, b) => a.at - b.at);
+      const file = new URL(`./results/distance-${STARTED}-${path}-${rtt}.trace.jsonl`, import.meta.url);
+      await mkdir(new URL('./results/', import.meta.url), { recursive: true });
+      await writeFile(file, events.map((e) => JSON.stringify(e)).join('\n'));
+      console.error(`bench:distance: trace written to ${file.pathname}`);
+    }
   }
 }
 
@@ -238,9 +290,9 @@ const say = (line = '') => {
 const commit = (await import('node:child_process')).execSync('git rev-parse --short HEAD').toString().trim();
 const rows: Row[] = [];
 try {
-  for (const { path, rtt } of RUNS) {
+  for (const [i, { path, rtt }] of RUNS.entries()) {
     console.error(`bench:distance: ${path} at RTT ${rtt} ms…`);
-    rows.push(await run(path, rtt));
+    rows.push(await run(path, rtt, RUNS.findIndex((r) => r.path === path) === i));
   }
 } finally {
   await admin.end();
@@ -284,33 +336,48 @@ for (const r of rows.filter((x) => x.path === 'worker')) {
   const per = (p: Phase, k: string) => f2((p.counters.doRequests[k] ?? 0) / p.tasks);
   say(`- RTT ${r.rtt} ms: ${kinds.map((k) => `${k} ${per(r.drain, k)} (${per(r.idle, k)})`).join(', ')}`);
 }
-for (const r of rows.filter((x) => x.path === 'worker')) {
+for (const r of rows) {
+  const columns: Array<[string, Phase]> = [
+    ['drain, per task', r.drain],
+    ['idle, per task', r.idle],
+    ...(r.rest ? [['at rest, per minute', r.rest] as [string, Phase]] : []),
+  ];
   say();
-  say(`## Where the round trips go: Worker, RTT ${r.rtt} ms (traced at the stand-in), per task`);
+  say(
+    `## Where the round trips go: ${r.path === 'node' ? 'Node' : 'Worker'}, RTT ${r.rtt} ms (traced at the ${r.path === 'node' ? 'relay' : 'stand-in'})`,
+  );
   say();
-  say('| round trip | drain | idle | where |');
-  say('|---|--:|--:|---|');
-  const drain = r.drain.attribution ?? {};
-  const idle = r.idle.attribution ?? {};
-  const kinds = [...new Set([...Object.keys(drain), ...Object.keys(idle)])].sort(
-    (a, b) => (idle[b]?.roundTrips ?? 0) - (idle[a]?.roundTrips ?? 0) || (drain[b]?.roundTrips ?? 0) - (drain[a]?.roundTrips ?? 0),
+  say(`| round trip | ${columns.map(([name]) => name).join(' | ')} | where |`);
+  say(`|---|${columns.map(() => '--:|').join('')}---|`);
+  const kinds = [...new Set(columns.flatMap(([, p]) => Object.keys(p.attribution)))].sort(
+    (a, b) => (r.idle.attribution[b]?.roundTrips ?? 0) - (r.idle.attribution[a]?.roundTrips ?? 0) || a.localeCompare(b),
   );
   for (const k of kinds) {
-    const where = drain[k]?.where ?? idle[k]?.where ?? '';
-    say(`| ${k} | ${f2((drain[k]?.roundTrips ?? 0) / r.drain.tasks)} | ${f2((idle[k]?.roundTrips ?? 0) / r.idle.tasks)} | ${where} |`);
+    const where = columns.map(([, p]) => p.attribution[k]?.where).find((w) => w) ?? '';
+    say(`| ${k} | ${columns.map(([, p]) => f2((p.attribution[k]?.roundTrips ?? 0) / p.tasks)).join(' | ')} | ${where} |`);
   }
-  const total = (a: Attribution) => sum(Object.fromEntries(Object.entries(a).map(([k, v]) => [k, v.roundTrips])));
+  const total = (p: Phase) => Object.values(p.attribution).reduce((a, v) => a + v.roundTrips, 0);
   say(
-    `| all (traced; the relay counted) | ${f2(total(drain) / r.drain.tasks)} (${f2(r.drain.counters.roundTrips / r.drain.tasks)}) | ` +
-      `${f2(total(idle) / r.idle.tasks)} (${f2(r.idle.counters.roundTrips / r.idle.tasks)}) | |`,
+    `| all, traced (the relay's count) | ${columns.map(([, p]) => `${f2(total(p) / p.tasks)} (${f2(p.counters.roundTrips / p.tasks)})`).join(' | ')} | |`,
   );
-  const others = [drain, idle].flatMap((a) =>
-    Object.entries(a).flatMap(([k, v]) => (k.startsWith('other') ? Object.entries(v.texts ?? {}) : [])),
+  if (r.rest) {
+    const c = r.rest.counters;
+    const perMin = (n: number) => f1(n / r.rest!.tasks);
+    say(
+      `\nAt rest, per minute: ${perMin(c.connections)} connections, ${perMin(c.roundTrips)} round trips` +
+        (r.path === 'worker'
+          ? `, ${perMin(c.sqlRequests)} /sql requests, ${perMin(c.webSockets)} WebSockets, DO requests ${JSON.stringify(c.doRequests)}`
+          : '') +
+        '.',
+    );
+  }
+  const others = columns.flatMap(([, p]) =>
+    Object.entries(p.attribution).flatMap(([k, v]) => (k.startsWith('other') ? Object.entries(v.texts ?? {}) : [])),
   );
   if (others.length > 0) say(`\nOther statements: ${others.map(([t, n]) => `${n}× \`${t}\``).join('; ')}`);
 }
 
 await mkdir(new URL('./results/', import.meta.url), { recursive: true });
-const file = new URL(`./results/distance-${new Date().toISOString().replace(/[:.]/g, '-')}.md`, import.meta.url);
+const file = new URL(`./results/distance-${STARTED}.md`, import.meta.url);
 await writeFile(file, `${lines.join('\n')}\n`);
 console.error(`bench:distance: written to ${file.pathname}`);

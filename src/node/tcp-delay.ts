@@ -74,13 +74,20 @@ export class DelayLine {
   }
 }
 
-/** A relay to `target` on 127.0.0.1 and a port of its own; each round trip through it costs `rttMs`. */
-export async function startTcpDelay(target: { host: string; port: number }, rttMs: number): Promise<RunningDelay> {
+/**
+ * A relay to `target` on 127.0.0.1 and a port of its own; each round trip through it costs `rttMs`.
+ * `onClientData`: told of each chunk a client sends, with its connection's number (a trace).
+ */
+export async function startTcpDelay(
+  target: { host: string; port: number },
+  rttMs: number,
+  onClientData?: (conn: number, chunk: Buffer) => void,
+): Promise<RunningDelay> {
   const sockets = new Set<Socket>();
   const stats: DelayStats = { connections: 0, roundTrips: 0, chunksIn: 0, chunksOut: 0 };
   // No Nagle: a small chunk held back for an ACK would cost a delayed ACK's 40 ms on top.
   const server = createServer({ noDelay: true }, (client) => {
-    stats.connections++;
+    const conn = ++stats.connections;
     const upstream = connect({ port: target.port, host: target.host, noDelay: true });
     sockets.add(client).add(upstream);
     const toServer = new DelayLine(rttMs / 2);
@@ -88,6 +95,7 @@ export async function startTcpDelay(target: { host: string; port: number }, rttM
     let answered = true;
     client.on('data', (chunk) => {
       stats.chunksIn++;
+      onClientData?.(conn, chunk);
       if (answered) stats.roundTrips++;
       answered = false;
       toServer.push(() => upstream.write(chunk));
