@@ -7,6 +7,7 @@ import type { JWK } from 'jose';
 import { z } from 'zod';
 import { ConfigError, type FieldIssue } from './core/errors.ts';
 import { fieldIssues } from './core/issues.ts';
+import { DEFAULT_REST_AFTER_MS } from './core/rest.ts';
 import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
 import { FORWARD_ISSUER } from './sdk/protocol/signature.ts';
 import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
@@ -132,6 +133,11 @@ export interface Config {
   /** The longest a waiting pull goes without claiming again, whatever pokes it missed (src/api/pull.ts). */
   pullRecheckMs: number;
   /**
+   * How long after the last work housekeeping goes on; then, with nothing due, the deployment
+   * rests and sends Postgres nothing (core/rest.ts).
+   */
+  restAfterMs: number;
+  /**
    * The origin browsers reach Sluice at (`SLUICE_PUBLIC_URL`), e.g. behind a reverse proxy that
    * rewrites Host; `null`: each request's own URL. The dashboard's forgery check expects it.
    */
@@ -244,6 +250,7 @@ const envSchema = z
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
     SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
     SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
+    SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
     SLUICE_PUBLIC_URL: publicOrigin(),
     SLUICE_RETENTION: z
       .string()
@@ -326,6 +333,7 @@ export function loadConfig(env: Env): Config {
     apiDatabase: e.SLUICE_API_DATABASE,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
     pullRecheckMs: e.SLUICE_PULL_RECHECK_MS,
+    restAfterMs: e.SLUICE_REST_AFTER_MS,
     publicOrigin: e.SLUICE_PUBLIC_URL,
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,

@@ -7,11 +7,8 @@
 import { createApp } from './api/app.ts';
 import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
-import { pokeNow } from './core/wake.ts';
-import { taskCountsRefresh } from './db/metrics.ts';
 import { openNeonDb, openNeonHttpDb } from './db/neon.ts';
-import { sweepFinished } from './dispatcher/retention.ts';
-import { withDbRetry } from './dispatcher/retry-db.ts';
+import { Chores } from './dispatcher/chores.ts';
 import { dispatchRun } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
 import { schedulerOf } from './worker/bindings.ts';
@@ -24,9 +21,11 @@ const app = createApp({
   clientAddress: (request) => request.headers.get('cf-connecting-ip'),
   openDb: (config) => (config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config)),
   poke(poke, _config, env, ctx) {
+    // Tried twice: at rest, no cron minute repairs a lost poke (core/rest.ts).
+    const send = () => schedulerOf(env).poke(poke);
     ctx.waitUntil(
-      schedulerOf(env)
-        .poke(poke)
+      send()
+        .catch(send)
         .catch((error) => console.error('sluice: poking the scheduler failed', error)),
     );
   },
@@ -36,18 +35,18 @@ const app = createApp({
 export default {
   fetch: app.fetch,
   /**
-   * Every minute: repair a lost or late alarm (a poke for now), reap expired leases, delete
-   * finished tasks past retention, count tasks for /metrics.
+   * Every minute, unless the deployment is at rest (core/rest.ts: then Postgres hears nothing):
+   * repair a lost or late alarm (the scheduler's `tick` sets it for now), reap expired leases,
+   * and do the chores (dispatcher/chores.ts).
    */
   async scheduled(_controller: { cron: string; scheduledTime: number }, env: Env, _ctx: ExecutionContextLike): Promise<void> {
     const config = loadConfig(env);
+    if ((await schedulerOf(env).tick()).resting) return;
     const db = openNeonDb(config);
     try {
       await Promise.all([
-        schedulerOf(env).poke(pokeNow(Date.now(), 0)),
         dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
-        sweepFinished(db, config),
-        withDbRetry(() => taskCountsRefresh(db)),
+        new Chores(db, config).runDue(Date.now()),
       ]);
     } finally {
       await db.close();

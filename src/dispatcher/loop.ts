@@ -3,7 +3,7 @@
  * time, and between runs a sleep until the next due time (docs/DESIGN.md §6), never a fixed tick.
  * A poke (this process's API, or another instance's through LISTEN/NOTIFY) wakes it earlier;
  * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
- * only the fallback for wake-ups that never arrive.
+ * only the fallback for wake-ups that never arrive, and none is made at rest (core/rest.ts).
  */
 import { isStall, wakeAt } from '../core/wake.ts';
 import type { RunReport } from './report.ts';
@@ -13,6 +13,8 @@ import { systemTimers, type Timers } from './timers.ts';
 export interface LoopOptions {
   /** The longest sleep when nothing is due: the fallback poll. */
   maxSleepMs: number;
+  /** True while the process is at rest (core/rest.ts): no fallback poll, only wake-ups and due times. */
+  resting?: () => boolean;
   /** After a failed run, wait this long (doubling up to `maxSleepMs`) before the next. */
   errorBackoffMs?: number;
   timers?: Timers;
@@ -22,7 +24,8 @@ export interface LoopOptions {
 export class DispatchLoop {
   #run: (signal: AbortSignal, nudges: EventTarget) => Promise<RunReport>;
   #nudges = new EventTarget();
-  #options: Required<Omit<LoopOptions, 'timers' | 'onError'>>;
+  #options: Required<Omit<LoopOptions, 'timers' | 'onError' | 'resting'>>;
+  #resting: () => boolean;
   #timers: Timers;
   #onError: (error: unknown) => void;
   #running: Promise<void> | null = null;
@@ -39,6 +42,7 @@ export class DispatchLoop {
     this.#run = run;
     this.#options = { maxSleepMs: options.maxSleepMs, errorBackoffMs: options.errorBackoffMs ?? 250 };
     this.#timers = options.timers ?? systemTimers;
+    this.#resting = options.resting ?? (() => false);
     this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed', e));
   }
 
@@ -80,7 +84,8 @@ export class DispatchLoop {
         const report = await this.#run(this.#abort.signal, this.#nudges);
         this.#failures = 0;
         this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
-        next = wakeAt(report, this.#timers.now(), this.#options.maxSleepMs, this.#stalls);
+        const fallbackMs = this.#resting() ? Number.POSITIVE_INFINITY : this.#options.maxSleepMs;
+        next = wakeAt(report, this.#timers.now(), fallbackMs, this.#stalls);
       } catch (error) {
         this.#onError(error);
         this.#failures++;

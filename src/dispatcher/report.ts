@@ -44,3 +44,6 @@ export function emptyReport(): RunReport {
     nextDueInMs: null,
   };
 }
+
+/** The run did work (claimed, reaped or fired something): the deployment is not at rest (core/rest.ts). */
+export const didWork = (report: RunReport): boolean => report.claimed + report.reaped + report.fired > 0;

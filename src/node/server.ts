@@ -7,15 +7,15 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
+import { RestClock } from '../core/rest.ts';
 import { type Poke, WorkWaiters } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { isTransientDbError } from '../db/faults.ts';
-import { taskCountsRefresh } from '../db/metrics.ts';
 import { schemaProblem, schemaState } from '../db/migrate.ts';
+import { Chores } from '../dispatcher/chores.ts';
 import { DispatchLoop } from '../dispatcher/loop.ts';
 import { Meter } from '../dispatcher/meter.ts';
-import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
-import { withDbRetry } from '../dispatcher/retry-db.ts';
+import { didWork } from '../dispatcher/report.ts';
 import { dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { type PushSpans, startPushSpans } from './otel.ts';
@@ -45,9 +45,10 @@ export const NODE_PARALLELISM = 64;
  */
 const DISPATCH_POOL_SIZE = 6;
 
-/** How often counters for /metrics are written, and tasks counted. */
+/** How often counters for /metrics are written (only when something was counted). */
 const METER_INTERVAL_MS = 1_000;
-const COUNT_INTERVAL_MS = 15_000;
+/** How often the chores (dispatcher/chores.ts) are looked at; each has its own interval. */
+const CHORE_TICK_MS = 1_000;
 
 /**
  * Connections the kernel holds for the server until it accepts them. Node's default (511) is
@@ -69,7 +70,10 @@ export async function startNodeSluice(options: {
   env: Record<string, string | undefined>;
   port?: number;
   host?: string;
-  /** The longest the loop sleeps when nothing is due: the fallback for lost wake-ups. Default 30 s. */
+  /**
+   * The longest the loop sleeps when nothing is due: the fallback for lost wake-ups. Default 30 s.
+   * Not at rest (core/rest.ts): then only a wake-up or a due time runs it.
+   */
   maxSleepMs?: number;
   /** Connections to Postgres for the API. Default 20. */
   poolSize?: number;
@@ -112,12 +116,15 @@ export async function startNodeSluice(options: {
   const push = pinnedTransport({ allowPrivate: config.allowPrivateTargets });
   // Counts for /metrics, kept across runs and written at most once a second.
   const meter = new Meter();
+  // Every request, poke and run that did something is work; without any for
+  // SLUICE_REST_AFTER_MS, and with nothing due, the process sends Postgres nothing.
+  const rest = new RestClock(config.restAfterMs);
   const loop =
     options.dispatch === false
       ? null
       : new DispatchLoop(
-          (signal, nudges) =>
-            dispatchRun(
+          async (signal, nudges) => {
+            const report = await dispatchRun(
               {
                 db: dispatchDb,
                 config,
@@ -128,19 +135,23 @@ export async function startNodeSluice(options: {
                 ...(spans ? { pushed: spans.pushed } : {}),
               },
               { budgetMs: RUN_BUDGET_MS, signal, nudges },
-            ),
+            );
+            if (didWork(report)) rest.worked();
+            rest.due(report.more ? Date.now() : report.nextDueInMs === null ? null : Date.now() + report.nextDueInMs);
+            return report;
+          },
           {
             maxSleepMs: options.maxSleepMs ?? 30_000,
+            resting: () => rest.resting(),
           },
         );
-  // Pulls waiting for work (api/pull.ts) are woken as dispatch is: by this process's pokes and
-  // the other instances'.
   const waiters = new WorkWaiters();
   const wake = (poke: Poke) => {
+    rest.worked();
     loop?.wake(poke.atMs);
     waiters.wake(poke, Date.now());
   };
-  const channel = startWakeChannel({ databaseUrl: config.databaseUrl, db, onPoke: wake });
+  const channel = startWakeChannel({ databaseUrl: config.databaseUrl, db, onPoke: wake, rest });
   // A long-lived process has no invocation to extend: background work just runs.
   const ctx = {
     waitUntil: (p: Promise<unknown>) => void p.catch((e) => console.error('sluice: background work failed', e)),
@@ -175,6 +186,7 @@ export async function startNodeSluice(options: {
     fetch: (request, node) => {
       const address = node.incoming.socket.remoteAddress;
       if (address) addresses.set(request, address);
+      rest.worked();
       return app.fetch(request, options.env, ctx);
     },
     hostname: host,
@@ -186,26 +198,12 @@ export async function startNodeSluice(options: {
   // cron and first pusher shard do the same), counts
   // for /metrics every 15 s (the cron's minute on the Worker), and counters a long run holds.
   // One count at a time: a slow one (a large table) is not joined by the next.
-  let counting: Promise<void> | null = null;
-  const countTasks = () => {
-    if (counting) return;
-    counting = withDbRetry(() => taskCountsRefresh(dispatchDb))
-      .catch((e) => console.error('sluice: counting tasks failed', e))
-      .finally(() => {
-        counting = null;
-      });
+  const chores = new Chores(dispatchDb, config);
+  const doChores = () => {
+    if (!rest.resting()) void chores.runDue(Date.now());
   };
-  const timers = loop
-    ? [
-        setInterval(
-          () => void sweepFinished(dispatchDb, config).catch((e) => console.error('sluice: retention sweep failed', e)),
-          sweepIntervalMs(config),
-        ),
-        setInterval(countTasks, COUNT_INTERVAL_MS),
-        setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS),
-      ]
-    : [];
-  if (loop) countTasks();
+  const timers = loop ? [setInterval(doChores, CHORE_TICK_MS), setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS)] : [];
+  if (loop) doChores();
   let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${address.port}`,
@@ -216,6 +214,7 @@ export async function startNodeSluice(options: {
         // The API stays up while pushes drain: their endpoints may still call the lease API.
         for (const timer of timers) clearInterval(timer);
         await loop?.stop();
+        await chores.settled();
         await meter.write(dispatchDb);
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();

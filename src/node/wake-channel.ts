@@ -2,9 +2,11 @@
  * LISTEN/NOTIFY between self-hosted instances: `announce` tells the others that work came due
  * (coalesced: at most one NOTIFY in flight), and a dedicated connection listens for theirs.
  * A lost listening connection is reopened with backoff, and the reopening counts as a wake-up,
- * since notifications sent meanwhile are gone.
+ * since notifications sent meanwhile are gone. At rest (core/rest.ts) it is reopened only once
+ * work ends the rest: Neon closes connections as it suspends, and reopening one would wake it.
  */
 import pg from 'pg';
+import type { RestClock } from '../core/rest.ts';
 import type { Poke } from '../core/wake.ts';
 import type { Queryable } from '../db/db.ts';
 import { LISTEN_WAKE, parseWakeMessage, WAKE_CHANNEL, wakeNotify } from '../db/wake.ts';
@@ -31,6 +33,8 @@ export function startWakeChannel(options: {
    */
   onPoke?: (poke: Poke) => void;
   log?: Pick<Console, 'warn'>;
+  /** The process's rest: a connection lost while at rest is reopened when the rest ends. */
+  rest?: RestClock;
 }): WakeChannel {
   const self = crypto.randomUUID();
   const log = options.log ?? console;
@@ -38,6 +42,8 @@ export function startWakeChannel(options: {
   let client: pg.Client | null = null;
   let failures = 0;
   let retry: ReturnType<typeof setTimeout> | null = null;
+  /** Set while a lost connection waits for the rest to end. */
+  let unwatch: (() => void) | null = null;
 
   const listen = async (onPoke: (poke: Poke) => void): Promise<void> => {
     if (closed) return;
@@ -69,10 +75,16 @@ export function startWakeChannel(options: {
     client = null;
     c.end().catch(() => {});
     failures++;
+    const again = () => {
+      unwatch?.();
+      unwatch = null;
+      if (options.onPoke) void listen(options.onPoke);
+    };
     retry = setTimeout(
       () => {
         retry = null;
-        if (options.onPoke) void listen(options.onPoke);
+        if (options.rest?.resting()) unwatch = options.rest.onWake(again);
+        else again();
       },
       Math.min(10_000, 100 * 2 ** Math.min(failures, 7)),
     );
@@ -101,6 +113,7 @@ export function startWakeChannel(options: {
     async close() {
       closed = true;
       if (retry) clearTimeout(retry);
+      unwatch?.();
       const c = client;
       client = null;
       await c?.end().catch(() => {});

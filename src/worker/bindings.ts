@@ -8,6 +8,10 @@ import type { Poke } from '../core/wake.ts';
 /** The scheduler's RPC surface (worker/scheduler.ts). */
 export interface SchedulerRpc {
   poke(poke: Poke): Promise<void>;
+  /** A shard's run ended: whether it did work, and the next due time it read (epoch ms, or null). */
+  ran(worked: boolean, atMs: number | null): Promise<void>;
+  /** The cron's minute: sets the alarm for now unless the deployment is at rest; says which. */
+  tick(): Promise<{ resting: boolean }>;
   /** A waiting pull's wait (core/wake.ts `WorkWaiters`): resolves at a poke for `queue`, or after `ms`. */
   awaitWork(queue: string, ms: number): Promise<void>;
 }

@@ -11,7 +11,8 @@ import { describeLimits, type Env, loadConfig } from '../config.ts';
 import { isStall, nextShard, wakeAt } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
 import { openNeonDb } from '../db/neon.ts';
-import { sweepFinished, sweepIntervalMs } from '../dispatcher/retention.ts';
+import { Chores } from '../dispatcher/chores.ts';
+import { didWork } from '../dispatcher/report.ts';
 import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { type PusherRpc, pusherOf, schedulerOf } from './bindings.ts';
@@ -26,6 +27,8 @@ const SUBREQUEST_RESERVE = 10;
  * memory, so not for long; an evicted object's connection simply goes with it.
  */
 const LINGER_MS = 10_000;
+/** How often a shard that keeps finding work says so to the scheduler (which rests only without work). */
+const WORKED_REPORT_MS = 30_000;
 
 let limitsLogged = false;
 
@@ -37,8 +40,10 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
   #stalls = 0;
   /** Tells a drain in progress that more work came due. */
   #nudges = new EventTarget();
-  /** When shard 0 sweeps history next (the cron sweeps once a minute; at volume, buckets turn faster). */
-  #nextSweepMs = 0;
+  /** Shard 0's sweeps (the cron sweeps once a minute; at volume, buckets turn faster). */
+  #chores: Chores | null = null;
+  /** When this shard last told the scheduler it worked, in a drain of many invocations. */
+  #reportedWorkMs = 0;
 
   /**
    * Starts a drain as soon as possible, and tells a drain in progress to claim again now (it
@@ -91,19 +96,25 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
     } finally {
       await (recruited as Promise<void> | null)?.catch((e: unknown) => console.error('sluice: waking a pusher shard failed', e));
     }
-    if (index === 0 && Date.now() >= this.#nextSweepMs) {
-      this.#nextSweepMs = Date.now() + sweepIntervalMs(config);
-      await sweepFinished(this.#db, config).catch((e: unknown) => console.error('sluice: retention sweep failed', e));
+    if (index === 0) {
+      this.#chores ??= new Chores(this.#db, config);
+      await this.#chores.runDue(Date.now(), ['sweep']);
     }
+    const scheduler = schedulerOf(this.env);
     if (report.more) {
       // A fresh invocation: fresh subrequest and CPU budgets, the same connection.
       await this.ctx.storage.setAlarm(Date.now());
+      if (Date.now() - this.#reportedWorkMs >= WORKED_REPORT_MS) {
+        this.#reportedWorkMs = Date.now();
+        await scheduler.ran(true, null);
+      }
       return;
     }
     this.#closing = setTimeout(() => void this.#closeDb(), LINGER_MS);
     this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
     const atMs = wakeAt(report, Date.now(), Number.POSITIVE_INFINITY, this.#stalls);
-    if (Number.isFinite(atMs)) await schedulerOf(this.env).poke({ atMs, tasks: 0 });
+    this.#reportedWorkMs = Date.now();
+    await scheduler.ran(didWork(report), Number.isFinite(atMs) ? atMs : null);
   }
 
   async #closeDb(): Promise<void> {

@@ -18,9 +18,11 @@ declare module 'vitest' {
 
 export default async function setup(project: TestProject) {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-test-pg-'));
-  const postgres = await startEmbeddedPostgres({ dir, persistent: false });
+  // pg_stat_statements counts every statement a database is sent, at once (test/helpers/db-activity.ts).
+  const postgres = await startEmbeddedPostgres({ dir, persistent: false, settings: { shared_preload_libraries: 'pg_stat_statements' } });
   const admin = new pg.Client(postgres.url('postgres'));
   await admin.connect();
+  await admin.query('create extension pg_stat_statements');
   await admin.query(`create database ${TEMPLATE_DB}`);
   await admin.end();
   await migrateDatabase(postgres.url(TEMPLATE_DB));

@@ -39,6 +39,28 @@ describe('DispatchLoop', () => {
     await loop.stop();
   });
 
+  it('at rest, makes no fallback poll: only a wake-up or a due time runs it', async () => {
+    const clock = manualTimers();
+    const { run, started } = scriptedRuns(clock, [{}, {}, { nextDueInMs: 5_000 }, {}]);
+    let resting = false;
+    const loop = new DispatchLoop(run, { maxSleepMs: 30_000, timers: clock.timers, resting: () => resting });
+    loop.start();
+    await flush();
+    expect(clock.nextAt()).toBe(30_000);
+    resting = true;
+    await clock.advance(30_000);
+    expect(started).toEqual([0, 30_000]);
+    expect(clock.nextAt()).toBe(Number.POSITIVE_INFINITY);
+    await clock.advance(3_600_000);
+    expect(started).toEqual([0, 30_000]);
+    // A poke runs it; a due time it reads still wakes it.
+    loop.wake();
+    await flush();
+    expect(started).toEqual([0, 30_000, 3_630_000]);
+    expect(clock.nextAt()).toBe(3_635_000);
+    await loop.stop();
+  });
+
   it('runs again at once when a run stopped with work left', async () => {
     const clock = manualTimers();
     const { run, started } = scriptedRuns(clock, [{ more: true }, { more: true }, {}]);
