@@ -126,6 +126,11 @@ export interface Config {
   retentionMs: number | null;
   /** Workers: how API requests reach Postgres: Neon's HTTP query endpoint, or a WebSocket Pool. */
   apiDatabase: 'http' | 'websocket';
+  /**
+   * Where the Worker's Durable Objects (the scheduler and the pusher shards, which make nearly
+   * every database round trip) are created: near the database. `null`: near their first caller.
+   */
+  dbLocationHint: LocationHint | null;
   /** Dev and tests only: `host:port/path` of a WebSocket→TCP proxy for the Neon driver. */
   neonWsProxy: string | null;
   /** GET /metrics: per queue, the keys holding the most slots that get series of their own. */
@@ -197,6 +202,13 @@ const publicOrigin = () =>
     .transform((text) => text || null)
     .pipe(origin('must be the origin browsers reach Sluice at, such as https://sluice.example.com (scheme and host, no path)').nullable());
 
+/**
+ * Cloudflare's Durable Object location hints (`DurableObjectLocationHint`): where an object is
+ * created, honoured at its creation only.
+ */
+export const LOCATION_HINTS = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'oc', 'afr', 'me'] as const;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
+
 const apiKeysSchema = z
   .array(
     z
@@ -248,6 +260,11 @@ const envSchema = z
     SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
     SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
     SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
+    SLUICE_DB_LOCATION_HINT: z
+      .enum(LOCATION_HINTS, {
+        error: `must be one of Cloudflare's location hints: ${LOCATION_HINTS.join(', ')} (docs/operations.md "Placing the dispatcher near the database")`,
+      })
+      .optional(),
     SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
     SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
     SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
@@ -331,6 +348,7 @@ export function loadConfig(env: Env): Config {
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
     apiDatabase: e.SLUICE_API_DATABASE,
+    dbLocationHint: e.SLUICE_DB_LOCATION_HINT ?? null,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
     pullRecheckMs: e.SLUICE_PULL_RECHECK_MS,
     restAfterMs: e.SLUICE_REST_AFTER_MS,

@@ -31,14 +31,24 @@ function namespace<T>(env: Env, binding: string): DurableObjectNamespace<T> {
   return ns;
 }
 
+/**
+ * Where the objects are created: near the database (`SLUICE_DB_LOCATION_HINT`), since the
+ * shards make nearly every database round trip; else near their first caller. A hint counts
+ * only when an object is created: objects that exist stay where they are.
+ */
+function placement(env: Env): { locationHint?: DurableObjectLocationHint } {
+  const hint = env.SLUICE_DB_LOCATION_HINT;
+  return typeof hint === 'string' && hint !== '' ? { locationHint: hint as DurableObjectLocationHint } : {};
+}
+
 /** The deployment's one scheduler. */
 export function schedulerOf(env: Env): SchedulerRpc {
   const ns = namespace<SchedulerRpc>(env, SCHEDULER_BINDING);
-  return ns.get(ns.idFromName('scheduler'));
+  return ns.get(ns.idFromName('scheduler'), placement(env));
 }
 
 /** Pusher shard `index` (0-based). */
 export function pusherOf(env: Env, index: number): PusherRpc {
   const ns = namespace<PusherRpc>(env, PUSHERS_BINDING);
-  return ns.get(ns.idFromName(`pusher-${index}`));
+  return ns.get(ns.idFromName(`pusher-${index}`), placement(env));
 }

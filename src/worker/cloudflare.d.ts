@@ -30,7 +30,10 @@ interface DurableObjectId {
 }
 
 /** A namespace binding; `get` returns a stub whose methods are the object's RPC methods. */
+/** Where an object is created (honoured at its creation only). */
+type DurableObjectLocationHint = 'wnam' | 'enam' | 'sam' | 'weur' | 'eeur' | 'apac' | 'oc' | 'afr' | 'me';
+
 interface DurableObjectNamespace<T> {
   idFromName(name: string): DurableObjectId;
-  get(id: DurableObjectId): T;
+  get(id: DurableObjectId, options?: { locationHint?: DurableObjectLocationHint }): T;
 }

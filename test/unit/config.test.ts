@@ -160,3 +160,15 @@ describe('forwarded pushes in the configuration', () => {
     }
   });
 });
+
+describe('SLUICE_DB_LOCATION_HINT', () => {
+  it('takes a Cloudflare location hint, and refuses anything else in one line', () => {
+    expect(loadConfig({ ...base, SLUICE_DB_LOCATION_HINT: 'weur' }).dbLocationHint).toBe('weur');
+    expect(loadConfig(base).dbLocationHint).toBeNull();
+    expect(problems({ ...base, SLUICE_DB_LOCATION_HINT: 'eu-central-1' })).toEqual([
+      expect.stringMatching(
+        /^SLUICE_DB_LOCATION_HINT: must be one of Cloudflare's location hints: wnam, enam, sam, weur, eeur, apac, oc, afr, me/,
+      ),
+    ]);
+  });
+});
