@@ -24,11 +24,15 @@ const KINDS: Array<{ kind: string; test: RegExp; where: string }> = [
   },
   { kind: 'schedules due', test: /sluice\.schedules/, where: 'dispatcher/fire-schedules.ts → db/schedules.ts schedulesDue' },
   { kind: 'meter write', test: /sluice\.counters/, where: 'dispatcher/run.ts (run end) → dispatcher/meter.ts → db/metrics.ts' },
-  { kind: 'task counts', test: /task_counts|7215530003/, where: 'index.ts scheduled (cron) → db/metrics.ts taskCountsRefresh' },
+  {
+    kind: 'task counts',
+    test: /task_counts|7215530003/,
+    where: 'Worker: index.ts scheduled (the cron); Node: node/server.ts, every 15 s → db/metrics.ts taskCountsRefresh',
+  },
   {
     kind: 'retention sweep',
     test: /rate_grants|rate_buckets|lanes_sweep|history_sweep|stragglers|delete from sluice\.levels|sluice\.debounces d|with picked as/,
-    where: 'worker/pusher.ts (shard 0) and the cron → dispatcher/retention.ts sweepFinished',
+    where: 'Worker: the cron and worker/pusher.ts (shard 0); Node: node/server.ts timer → dispatcher/retention.ts sweepFinished',
   },
   { kind: 'enqueue (API)', test: /insert into sluice\.tasks|sluice\.enqueue|from sluice\.all_tasks/, where: 'api → db/enqueue.ts' },
   { kind: 'wake NOTIFY', test: /pg_notify/, where: 'node/wake-channel.ts announce → db/wake.ts (Node: every poke)' },
@@ -41,8 +45,8 @@ function kindOf(text: string): string {
 
 const WHERE: Record<string, string> = {
   ...Object.fromEntries(KINDS.map((k) => [k.kind, k.where])),
-  'connect: WebSocket upgrade': 'db/neon.ts openNeonDb (Pool of 2, per shard drain; per cron run; per API transaction)',
-  'connect: startup + auth': 'the same connections: startup, then SCRAM (2 messages) locally; Neon pipelines its password',
+  'connect: WebSocket upgrade': 'db/neon.ts openNeonDb: a Pool of 2 per shard drain (kept 10 s after), per cron run, per API transaction',
+  'connect: startup + auth': 'each new connection: startup, then the password (embedded Postgres: --auth=password)',
   other: 'see the statements below',
 };
 

@@ -109,6 +109,10 @@ const percentile = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.max(0, Math.ceil(p * s.length) - 1)] ?? Number.NaN;
 };
+function addCounts(into: Record<string, number>, more: Record<string, number>): Record<string, number> {
+  for (const [k, n] of Object.entries(more)) into[k] = (into[k] ?? 0) + n;
+  return into;
+}
 const settled = async () => (await admin.query<{ n: number }>('select count(*)::int as n from sluice.tasks')).rows[0]?.n === 0;
 
 interface Counters {
@@ -179,7 +183,8 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
     const before = { ...stats(), pushes: pushed };
     const from = trace.length;
     await doRequests();
-    return async (tasks: number): Promise<Phase> => {
+    /** `doEarlier`: Durable Object counts read during the phase (an idle object is evicted with its counts). */
+    return async (tasks: number, doEarlier: Record<string, number> = {}): Promise<Phase> => {
       const after = stats();
       const counters: Counters = {
         roundTrips: after.roundTrips - before.roundTrips,
@@ -187,7 +192,7 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
         sqlRequests: after.sqlRequests - before.sqlRequests,
         webSockets: after.webSockets - before.webSockets,
         pushes: pushed - before.pushes,
-        doRequests: await doRequests(),
+        doRequests: addCounts(doEarlier, await doRequests()),
       };
       return { tasks, counters, attribution: attribute(trace.slice(from), path === 'node' ? 'TCP' : 'WebSocket') };
     };
@@ -256,11 +261,14 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
       await sleep(SETTLE_MS);
       end = await measure();
       const restEnd = Date.now() + REST_S * 1000;
+      const doCounts: Record<string, number> = {};
       while (Date.now() < restEnd) {
         await cron();
-        await sleep(Math.min(60_000, restEnd - Date.now()));
+        await sleep(Math.min(5_000, restEnd - Date.now()));
+        addCounts(doCounts, await doRequests());
+        await sleep(Math.min(55_000, restEnd - Date.now()));
       }
-      resting = await end(REST_S / 60);
+      resting = await end(REST_S / 60, doCounts);
     }
     return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle, rest: resting };
   } finally {
