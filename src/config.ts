@@ -100,6 +100,12 @@ export interface QueueDefaults {
 }
 
 export interface Config {
+  /**
+   * How the Worker reaches Postgres: Neon's serverless driver, or `pg` through a Hyperdrive
+   * binding (src/db/workers.ts). The Node server always uses `pg` on `databaseUrl`.
+   */
+  databasePath: 'neon' | 'hyperdrive';
+  /** The Postgres connection string: DATABASE_URL, or the Hyperdrive binding's. */
   databaseUrl: string;
   apiKeys: readonly ApiKeyEntry[];
   signingKeys: { keys: JWK[] };
@@ -231,95 +237,117 @@ const signingKeysSchema = z.custom<{ keys: JWK[] }>().superRefine((value, ctx) =
     ctx.addIssue({ code: 'custom', message: `${message} (create a key with: npm run keys:signing)` });
 });
 
-const envSchema = z
-  .object({
-    DATABASE_URL: z.string({ error: 'is required: the Postgres connection string' }).min(1, 'is required'),
-    SLUICE_API_KEYS: json(apiKeysSchema),
-    SLUICE_SIGNING_KEYS: json(signingKeysSchema),
-    SLUICE_WEBHOOK_SECRET: webhookSecret(),
-    SLUICE_WEBHOOK_SECRET_NEXT: webhookSecret(),
-    SLUICE_ISSUER: z
-      .string()
-      .min(1)
-      .refine(
-        (iss) => iss !== FORWARD_ISSUER,
-        `must not be "${FORWARD_ISSUER}": that issuer marks forwarded pushes, which production receivers refuse`,
-      )
-      .default('sluice'),
-    SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
-    SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
-    SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
-    SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(100),
-    // Workers allow 6 connections waiting for response headers per invocation (an open
-    // database socket no longer counts): 6 pushes per shard.
-    SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
-    SLUICE_DISPATCH_SHARDS: int(1, 256).default(4),
-    SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
-    SLUICE_CLUSTER_CAP: int(1, 1_000_000).optional(),
-    SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
-    SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
-    SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
-    SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
-    SLUICE_DB_LOCATION_HINT: z
-      .enum(LOCATION_HINTS, {
-        error: `must be one of Cloudflare's location hints: ${LOCATION_HINTS.join(', ')} (docs/operations.md "Placing the dispatcher near the database")`,
-      })
-      .optional(),
-    SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
-    SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
-    SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
-    SLUICE_PUBLIC_URL: publicOrigin(),
-    SLUICE_RETENTION: z
-      .string()
-      .default('7d')
-      .transform((text, ctx) => {
-        const ms = parseRetention(text);
-        if (ms === undefined) {
-          ctx.addIssue({
-            code: 'custom',
-            message: 'must be a duration of at least a minute, such as 7d, 12h, 30m or 3600000 (ms), or "forever"',
-          });
-          return z.NEVER;
-        }
-        return ms;
-      }),
-  })
-  .superRefine((env, ctx) => {
-    if (env.SLUICE_WEBHOOK_SECRET_NEXT && !env.SLUICE_WEBHOOK_SECRET) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['SLUICE_WEBHOOK_SECRET_NEXT'],
-        message: 'is for rotating SLUICE_WEBHOOK_SECRET, which is not set',
-      });
-    }
-    if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['SLUICE_PUSH_TIMEOUT_MS'],
-        message: `must be shorter than SLUICE_LEASE_MS (${env.SLUICE_LEASE_MS}), so a slot is never handed on while its push is open`,
-      });
-    }
-    // A lease token is good for SLUICE_MAX_LEASE_MS from its claim: a longer lease would outlive
-    // the token its holder completes it with.
-    const maxLease = `must be at most SLUICE_MAX_LEASE_MS (${env.SLUICE_MAX_LEASE_MS}): a push's lease token is good for that long`;
-    if (env.SLUICE_LEASE_MS > env.SLUICE_MAX_LEASE_MS) {
-      ctx.addIssue({ code: 'custom', path: ['SLUICE_LEASE_MS'], message: maxLease });
-    }
-    for (const [name, q] of Object.entries(env.SLUICE_QUEUES ?? {})) {
-      if (q.lease_ms !== undefined && q.lease_ms > env.SLUICE_MAX_LEASE_MS) {
-        ctx.addIssue({ code: 'custom', path: ['SLUICE_QUEUES', name, 'lease_ms'], message: maxLease });
-      }
-      const lease = q.lease_ms ?? env.SLUICE_LEASE_MS;
-      const timeout = q.timeout_ms ?? env.SLUICE_PUSH_TIMEOUT_MS;
-      if (timeout >= lease) {
+/** The environment's variables; DATABASE_URL is required unless the Worker reaches Postgres through Hyperdrive. */
+const envObject = z.object({
+  DATABASE_URL: z.string().min(1, 'is required').optional(),
+  SLUICE_DATABASE_PATH: z
+    .enum(['neon', 'hyperdrive'], {
+      error: 'must be "neon" (the Neon serverless driver) or "hyperdrive" (pg through a HYPERDRIVE binding)',
+    })
+    .default('neon'),
+  // A Hyperdrive binding (wrangler.toml `[[hyperdrive]]`): its connection string reaches the pool.
+  HYPERDRIVE: z.object({ connectionString: z.string().min(1) }, { error: 'must be a Hyperdrive binding' }).optional(),
+  SLUICE_API_KEYS: json(apiKeysSchema),
+  SLUICE_SIGNING_KEYS: json(signingKeysSchema),
+  SLUICE_WEBHOOK_SECRET: webhookSecret(),
+  SLUICE_WEBHOOK_SECRET_NEXT: webhookSecret(),
+  SLUICE_ISSUER: z
+    .string()
+    .min(1)
+    .refine(
+      (iss) => iss !== FORWARD_ISSUER,
+      `must not be "${FORWARD_ISSUER}": that issuer marks forwarded pushes, which production receivers refuse`,
+    )
+    .default('sluice'),
+  SLUICE_LEASE_MS: int(1_000, LIMITS.maxLeaseMs).default(DEFAULT_LEASE_MS),
+  SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
+  SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
+  SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(100),
+  // Workers allow 6 connections waiting for response headers per invocation (an open
+  // database socket no longer counts): 6 pushes per shard.
+  SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
+  SLUICE_DISPATCH_SHARDS: int(1, 256).default(4),
+  SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
+  SLUICE_CLUSTER_CAP: int(1, 1_000_000).optional(),
+  SLUICE_ALLOW_PRIVATE_TARGETS: z.union([z.boolean(), z.stringbool()]).default(false),
+  SLUICE_QUEUES: json(z.record(z.string().regex(NAME_PATTERN, 'is not a valid queue name'), queueOptionsSchema)).default({}),
+  SLUICE_NEON_WS_PROXY: z.string().min(1).optional(),
+  SLUICE_API_DATABASE: z.enum(['http', 'websocket']).default('http'),
+  SLUICE_DB_LOCATION_HINT: z
+    .enum(LOCATION_HINTS, {
+      error: `must be one of Cloudflare's location hints: ${LOCATION_HINTS.join(', ')} (docs/operations.md "Placing the dispatcher near the database")`,
+    })
+    .optional(),
+  SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
+  SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
+  SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
+  SLUICE_PUBLIC_URL: publicOrigin(),
+  SLUICE_RETENTION: z
+    .string()
+    .default('7d')
+    .transform((text, ctx) => {
+      const ms = parseRetention(text);
+      if (ms === undefined) {
         ctx.addIssue({
           code: 'custom',
-          path: ['SLUICE_QUEUES', name, 'timeout_ms'],
-          message: `must be shorter than the lease (${lease} ms)`,
+          message: 'must be a duration of at least a minute, such as 7d, 12h, 30m or 3600000 (ms), or "forever"',
         });
+        return z.NEVER;
       }
+      return ms;
+    }),
+});
+
+function checkTogether(env: z.output<typeof envObject>, ctx: z.RefinementCtx): void {
+  if (env.SLUICE_DATABASE_PATH === 'hyperdrive' && !env.HYPERDRIVE) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SLUICE_DATABASE_PATH'],
+      message:
+        'is "hyperdrive", but there is no HYPERDRIVE binding: declare [[hyperdrive]] binding = "HYPERDRIVE" in wrangler.toml (Workers only; docs/operations.md "Hyperdrive")',
+    });
+  }
+  if (env.SLUICE_WEBHOOK_SECRET_NEXT && !env.SLUICE_WEBHOOK_SECRET) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SLUICE_WEBHOOK_SECRET_NEXT'],
+      message: 'is for rotating SLUICE_WEBHOOK_SECRET, which is not set',
+    });
+  }
+  if (env.SLUICE_PUSH_TIMEOUT_MS >= env.SLUICE_LEASE_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SLUICE_PUSH_TIMEOUT_MS'],
+      message: `must be shorter than SLUICE_LEASE_MS (${env.SLUICE_LEASE_MS}), so a slot is never handed on while its push is open`,
+    });
+  }
+  // A lease token is good for SLUICE_MAX_LEASE_MS from its claim: a longer lease would outlive
+  // the token its holder completes it with.
+  const maxLease = `must be at most SLUICE_MAX_LEASE_MS (${env.SLUICE_MAX_LEASE_MS}): a push's lease token is good for that long`;
+  if (env.SLUICE_LEASE_MS > env.SLUICE_MAX_LEASE_MS) {
+    ctx.addIssue({ code: 'custom', path: ['SLUICE_LEASE_MS'], message: maxLease });
+  }
+  for (const [name, q] of Object.entries(env.SLUICE_QUEUES ?? {})) {
+    if (q.lease_ms !== undefined && q.lease_ms > env.SLUICE_MAX_LEASE_MS) {
+      ctx.addIssue({ code: 'custom', path: ['SLUICE_QUEUES', name, 'lease_ms'], message: maxLease });
     }
-  });
+    const lease = q.lease_ms ?? env.SLUICE_LEASE_MS;
+    const timeout = q.timeout_ms ?? env.SLUICE_PUSH_TIMEOUT_MS;
+    if (timeout >= lease) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SLUICE_QUEUES', name, 'timeout_ms'],
+        message: `must be shorter than the lease (${lease} ms)`,
+      });
+    }
+  }
+}
+
+const envSchema = envObject.superRefine(checkTogether);
+/** With Neon's driver (and on Node), DATABASE_URL is required: said with the other problems, not after them. */
+const neonEnvSchema = envObject
+  .extend({ DATABASE_URL: z.string({ error: 'is required: the Postgres connection string' }).min(1, 'is required') })
+  .superRefine(checkTogether);
 
 const cache = new WeakMap<object, Config>();
 
@@ -327,11 +355,12 @@ const cache = new WeakMap<object, Config>();
 export function loadConfig(env: Env): Config {
   const cached = cache.get(env);
   if (cached) return cached;
-  const parsed = envSchema.safeParse(blankToUndefined(env));
+  const parsed = (env.SLUICE_DATABASE_PATH === 'hyperdrive' ? envSchema : neonEnvSchema).safeParse(blankToUndefined(env));
   if (!parsed.success) throw new ConfigError(fieldIssues(parsed.error).map(explain));
   const e = parsed.data;
   const config: Config = Object.freeze({
-    databaseUrl: e.DATABASE_URL,
+    databasePath: e.SLUICE_DATABASE_PATH,
+    databaseUrl: e.SLUICE_DATABASE_PATH === 'hyperdrive' ? (e.HYPERDRIVE?.connectionString as string) : (e.DATABASE_URL as string),
     apiKeys: Object.freeze(e.SLUICE_API_KEYS),
     signingKeys: e.SLUICE_SIGNING_KEYS,
     webhookSecret: e.SLUICE_WEBHOOK_SECRET,

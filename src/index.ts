@@ -1,13 +1,13 @@
 /**
  * The Cloudflare Worker: the API (`fetch`), the cron safety net (`scheduled`), and the
  * dispatch Durable Objects (docs/DESIGN.md §6): the scheduler, which holds the one alarm set to the
- * next due time, and the pusher shards, which claim and push. The API reaches Postgres with
- * the Neon driver: one-shot HTTP queries, or a Pool per request (`SLUICE_API_DATABASE`).
+ * next due time, and the pusher shards, which claim and push. Postgres is reached with the Neon
+ * driver or through Hyperdrive (db/workers.ts).
  */
 import { createApp } from './api/app.ts';
 import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
-import { openNeonDb, openNeonHttpDb } from './db/neon.ts';
+import { openApiDb, openDispatchDb } from './db/workers.ts';
 import { Chores } from './dispatcher/chores.ts';
 import { dispatchRun } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
@@ -19,7 +19,7 @@ export { Scheduler } from './worker/scheduler.ts';
 const app = createApp({
   // Set by Cloudflare's edge: the client's address, which a client cannot forge.
   clientAddress: (request) => request.headers.get('cf-connecting-ip'),
-  openDb: (config) => (config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config)),
+  openDb: openApiDb,
   poke(poke, _config, env, ctx) {
     // Tried twice: at rest, no cron minute repairs a lost poke (core/rest.ts).
     const send = () => schedulerOf(env).poke(poke);
@@ -42,7 +42,7 @@ export default {
   async scheduled(_controller: { cron: string; scheduledTime: number }, env: Env, _ctx: ExecutionContextLike): Promise<void> {
     const config = loadConfig(env);
     if ((await schedulerOf(env).tick()).resting) return;
-    const db = openNeonDb(config);
+    const db = openDispatchDb(config);
     try {
       await Promise.all([
         dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),

@@ -49,22 +49,27 @@ export interface PgPoolLike {
   end(): Promise<void>;
 }
 
-function run(on: { query: PgQuery }, text: string, params?: readonly unknown[]): Promise<PgResultLike> {
+function run(on: { query: PgQuery }, text: string, params: readonly unknown[] | undefined, named: boolean): Promise<PgResultLike> {
   const values = params as unknown[] | undefined;
-  const name = PREPARED.get(text);
+  const name = named ? PREPARED.get(text) : undefined;
   return name === undefined ? on.query(text, values) : on.query({ name, text, values });
 }
 
-export function poolDb(pool: PgPoolLike): OpenDb {
+/**
+ * A Db over a pool. `named: false` sends every statement unnamed: for a pooler in transaction
+ * mode (Hyperdrive), where a session's prepared statements are not its own to keep.
+ */
+export function poolDb(pool: PgPoolLike, options: { named?: boolean } = {}): OpenDb {
+  const named = options.named ?? true;
   return {
     async query<R>(text: string, params?: readonly unknown[]) {
-      return (await run(pool, text, params)).rows as R[];
+      return (await run(pool, text, params, named)).rows as R[];
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       const client = await pool.connect();
       const tx: Queryable = {
         async query<R>(text: string, params?: readonly unknown[]) {
-          return (await run(client, text, params)).rows as R[];
+          return (await run(client, text, params, named)).rows as R[];
         },
       };
       try {

@@ -20,6 +20,8 @@ export interface RunningDelay {
   host: string;
   port: number;
   stats(): DelayStats;
+  /** Cuts every open connection at once, as a network fault would (tests); new ones still work. Returns how many it cut. */
+  cut(): number;
   close(): Promise<void>;
 }
 
@@ -130,6 +132,12 @@ export async function startTcpDelay(
     host: '127.0.0.1',
     port,
     stats: () => ({ ...stats }),
+    cut() {
+      const open = [...sockets];
+      for (const s of open) s.destroy();
+      // Each connection is two sockets: the client's and the upstream's.
+      return Math.ceil(open.length / 2);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

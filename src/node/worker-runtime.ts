@@ -2,14 +2,15 @@
  * Runs the real Worker (`src/index.ts`, bundled as wrangler would) inside workerd through
  * Miniflare. Used by the local start and by the worker-tier tests.
  */
+import { builtinModules } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 import { Miniflare } from 'miniflare';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('../index.ts', import.meta.url));
 /** Keep in step with `compatibility_date` and `compatibility_flags` in wrangler.toml. */
 export const COMPATIBILITY_DATE = '2026-07-01';
-export const COMPATIBILITY_FLAGS = ['enable_request_signal'];
+export const COMPATIBILITY_FLAGS = ['enable_request_signal', 'nodejs_compat'];
 
 export interface RunningWorker {
   /** Base URL of the Worker, e.g. `http://127.0.0.1:8787`. */
@@ -19,9 +20,33 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
+const NODE_BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
+
+/**
+ * Node's built-in modules, which workerd provides under `nodejs_compat` (`pg`, for the
+ * Hyperdrive path, needs them), left to the runtime as wrangler leaves them: a CommonJS
+ * `require` of one becomes an import of `node:<name>` (a bundle of ES modules has no `require`).
+ */
+const nodeBuiltins: Plugin = {
+  name: 'node-builtins',
+  setup(build) {
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '');
+      if (!NODE_BUILTINS.has(name)) return undefined;
+      if (args.namespace === 'node-builtin') return { path: `node:${name}`, external: true };
+      return { path: name, namespace: 'node-builtin' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => ({
+      contents: `import * as m from 'node:${args.path}'; export * from 'node:${args.path}'; export default m.default ?? m;`,
+      loader: 'js',
+    }));
+  },
+};
+
 /**
  * Bundles the Worker to one ES module, the way wrangler does (browser platform, workerd
- * conditions). `entry`: another module that wraps the Worker (a benchmark's counters).
+ * conditions, Node's built-ins left to the runtime). `entry`: another module that wraps the
+ * Worker (a benchmark's counters).
  */
 export async function bundleWorker(entry = WORKER_ENTRY): Promise<string> {
   const result = await build({
@@ -32,6 +57,7 @@ export async function bundleWorker(entry = WORKER_ENTRY): Promise<string> {
     conditions: ['workerd', 'worker', 'browser'],
     target: 'es2022',
     external: ['cloudflare:*'],
+    plugins: [nodeBuiltins],
     write: false,
     logLevel: 'silent',
   });
@@ -48,6 +74,11 @@ export async function startWorker(options: {
   script?: string;
   /** A folder for the Durable Objects' storage (their alarms included), kept across restarts; default in memory. */
   persist?: string;
+  /**
+   * The Postgres a `HYPERDRIVE` binding reaches (`SLUICE_DATABASE_PATH=hyperdrive`): Miniflare's
+   * binding connects straight to it (no pool, no cache, as wrangler dev's does).
+   */
+  hyperdrive?: string;
 }): Promise<RunningWorker> {
   const script = options.script ?? (await bundleWorker());
   const mf = new Miniflare({
@@ -62,6 +93,7 @@ export async function startWorker(options: {
       PUSHERS: { className: 'Pusher', useSQLite: true },
     },
     ...(options.persist ? { durableObjectsPersist: options.persist } : {}),
+    ...(options.hyperdrive ? { hyperdrives: { HYPERDRIVE: options.hyperdrive } } : {}),
     host: '127.0.0.1',
     port: options.port ?? 0,
     unsafeTriggerHandlers: true,

@@ -10,7 +10,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { describeLimits, type Env, loadConfig } from '../config.ts';
 import { isStall, nextShard, wakeAt } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
-import { openNeonDb } from '../db/neon.ts';
+import { openDispatchDb } from '../db/workers.ts';
 import { Chores } from '../dispatcher/chores.ts';
 import { didWork } from '../dispatcher/report.ts';
 import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
@@ -70,7 +70,7 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
     this.#closing = null;
     this.#index ??= (await this.ctx.storage.get<number>('index')) ?? 0;
     const index = this.#index;
-    this.#db ??= openNeonDb(config);
+    this.#db ??= openDispatchDb(config);
     let recruited: Promise<void> | null = null;
     let report: Awaited<ReturnType<typeof dispatchRun>>;
     try {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, inject } from 'vitest';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
+import { type RunningDelay, startTcpDelay } from '../../src/node/tcp-delay.ts';
 import { bundleWorker, type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
 import { type RunningProxy, startWsProxy } from '../../src/node/ws-proxy.ts';
 import { makeSecrets, type TestSecrets, testEnv } from './config.ts';
@@ -25,25 +26,51 @@ export interface WorkerFixture {
   start(extra?: Record<string, string>): Promise<RunningWorker>;
 }
 
+/**
+ * How the file's Workers reach Postgres: `SLUICE_TEST_DATABASE_PATH=hyperdrive` runs the worker
+ * tier through a Hyperdrive binding (`npm run test:hyperdrive`); by default, Neon's driver
+ * through the local stand-in.
+ */
+export const TEST_DATABASE_PATH = (() => {
+  const path = process.env.SLUICE_TEST_DATABASE_PATH ?? 'neon';
+  if (path !== 'neon' && path !== 'hyperdrive') throw new Error(`SLUICE_TEST_DATABASE_PATH must be neon or hyperdrive, not ${path}`);
+  return path;
+})();
+
+/** `url` with its host and port those of `relay`. */
+function relayed(url: string, relay: RunningDelay): string {
+  const u = new URL(url);
+  u.hostname = relay.host;
+  u.port = String(relay.port);
+  return u.href;
+}
+
 /** Registers the hooks; the returned object is filled in before the first test runs. */
 export function useWorkerFixture(extra: (f: WorkerFixture) => Record<string, string> = () => ({})): WorkerFixture {
+  const path: Record<string, string> = TEST_DATABASE_PATH === 'hyperdrive' ? { SLUICE_DATABASE_PATH: 'hyperdrive' } : {};
+  /** On the Hyperdrive path: the binding's way to Postgres, which `proxy.cut()` cuts too. */
+  let relay: RunningDelay | null = null;
   const f = {
-    vars: (more: Record<string, string> = {}) => testEnv(f.secrets, f.t.url, { SLUICE_NEON_WS_PROXY: f.proxy.address, ...more }),
-    start: (more: Record<string, string> = {}) => startWorker({ script: f.script, vars: f.vars(more) }),
+    vars: (more: Record<string, string> = {}) => testEnv(f.secrets, f.t.url, { SLUICE_NEON_WS_PROXY: f.proxy.address, ...path, ...more }),
+    start: (more: Record<string, string> = {}) =>
+      startWorker({ script: f.script, vars: f.vars(more), ...(relay ? { hyperdrive: relayed(f.t.url, relay) } : {}) }),
   } as WorkerFixture;
   beforeAll(async () => {
-    [f.t, f.proxy, f.endpoint, f.secrets, f.script] = await Promise.all([
+    let proxy: RunningProxy;
+    [f.t, proxy, f.endpoint, f.secrets, f.script, relay] = await Promise.all([
       createTestDatabase(),
       startWsProxy({ host: '127.0.0.1', port: inject('pgPort') }),
       startEndpoint(),
       makeSecrets(),
       bundleWorker(),
+      TEST_DATABASE_PATH === 'hyperdrive' ? startTcpDelay({ host: '127.0.0.1', port: inject('pgPort') }, 0) : null,
     ]);
+    f.proxy = relay ? { ...proxy, cut: () => proxy.cut() + (relay as RunningDelay).cut() } : proxy;
     f.worker = await f.start(extra(f));
   });
   afterAll(async () => {
     await f.worker?.close();
-    await Promise.all([f.endpoint?.close(), f.proxy?.close()]);
+    await Promise.all([f.endpoint?.close(), f.proxy?.close(), relay?.close()]);
     await f.t?.drop();
   });
   return f;
