@@ -96,6 +96,9 @@ export function createApp(platform: Platform): Hono<AppEnv> {
     const problem = problemOf(error);
     // One line, not a stack, for what the operator fixes outside the code.
     if (problem.code === 'schema_not_migrated') console.error(`sluice: ${(error as Error).message}; ${MIGRATE_HINT}`);
+    // A passing fault (a cold or restarting database): the client was told when to come back.
+    else if (problem.code === 'database_unavailable')
+      console.warn(`sluice: the database does not answer (${(error as Error).message}); answered 503 with Retry-After`);
     else if (problem.status >= 500) console.error(error instanceof ConfigError ? error.message : error);
     // The operator reads the whole message in the log; a client learns only which variables.
     if (error instanceof ConfigError) {

@@ -24,22 +24,31 @@ function configureLocalProxy(config: Config): void {
   neonConfig.fetchEndpoint = () => `http://${host}/sql`;
 }
 
-export function openNeonDb(config: Config): OpenDb {
+/** A WebSocket Pool: a shard's (no wait for a connection is too long), or an API request's (`connectTimeoutMs`). */
+export function openNeonDb(config: Config, connectTimeoutMs = 0): OpenDb {
   configureLocalProxy(config);
   // Two connections: a claim and a settle write may overlap.
-  return poolDb(new Pool({ connectionString: config.databaseUrl, max: 2 }));
+  return poolDb(new Pool({ connectionString: config.databaseUrl, max: 2, connectionTimeoutMillis: connectTimeoutMs }));
 }
+
+/**
+ * How long an API request waits for the database (a cold Neon compute resuming, a restart)
+ * before it is answered 503 with Retry-After: a query's HTTP request, or a Pool's connection.
+ * The shards wait as long as it takes.
+ */
+export const API_DB_WAIT_MS = 10_000;
 
 export function openNeonHttpDb(config: Config): OpenDb {
   configureLocalProxy(config);
   const sql = neon(config.databaseUrl);
   let pool: OpenDb | null = null;
+  // A query that times out fails as "Error connecting to database", a passing fault (503).
   const query: Queryable['query'] = async <R>(text: string, params?: readonly unknown[]) =>
-    (await sql.query(text, params ? [...params] : [])) as R[];
+    (await sql.query(text, params ? [...params] : [], { fetchOptions: { signal: AbortSignal.timeout(API_DB_WAIT_MS) } })) as R[];
   return {
     query,
     transaction(fn) {
-      pool ??= poolDb(new Pool({ connectionString: config.databaseUrl, max: 1 }));
+      pool ??= poolDb(new Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: API_DB_WAIT_MS }));
       return pool.transaction(fn);
     },
     close: async () => {

@@ -9,7 +9,7 @@
 import pg from 'pg';
 import type { Config } from '../config.ts';
 import { type OpenDb, poolDb } from './db.ts';
-import { openNeonDb, openNeonHttpDb } from './neon.ts';
+import { API_DB_WAIT_MS, openNeonDb, openNeonHttpDb } from './neon.ts';
 
 /**
  * Connections a Hyperdrive pool holds: a Worker invocation may have 6 connections open at once,
@@ -17,8 +17,8 @@ import { openNeonDb, openNeonHttpDb } from './neon.ts';
  */
 const HYPERDRIVE_POOL = { api: 1, dispatch: 2 } as const;
 
-function openHyperdriveDb(config: Config, max: number): OpenDb {
-  const pool = new pg.Pool({ connectionString: config.databaseUrl, max });
+function openHyperdriveDb(config: Config, max: number, connectTimeoutMs: number): OpenDb {
+  const pool = new pg.Pool({ connectionString: config.databaseUrl, max, connectionTimeoutMillis: connectTimeoutMs });
   let closing = false;
   // An idle client that loses its connection emits here; the pool replaces it. Closing the
   // pool cancels its sockets' reads, which pg-cloudflare reports the same way: not a fault.
@@ -35,14 +35,17 @@ function openHyperdriveDb(config: Config, max: number): OpenDb {
   };
 }
 
-/** A request's database: HTTP queries or a Pool per request (`SLUICE_API_DATABASE`), or Hyperdrive. */
+/**
+ * A request's database: HTTP queries or a Pool per request (`SLUICE_API_DATABASE`), or
+ * Hyperdrive. It waits at most API_DB_WAIT_MS for the database, then the request is answered 503.
+ */
 export function openApiDb(config: Config): OpenDb {
-  if (config.databasePath === 'hyperdrive') return openHyperdriveDb(config, HYPERDRIVE_POOL.api);
-  return config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config);
+  if (config.databasePath === 'hyperdrive') return openHyperdriveDb(config, HYPERDRIVE_POOL.api, API_DB_WAIT_MS);
+  return config.apiDatabase === 'http' ? openNeonHttpDb(config) : openNeonDb(config, API_DB_WAIT_MS);
 }
 
-/** A shard's (and the cron's) database, kept for the length of a drain. */
+/** A shard's (and the cron's) database, kept for the length of a drain; it waits as long as it takes. */
 export function openDispatchDb(config: Config): OpenDb {
-  if (config.databasePath === 'hyperdrive') return openHyperdriveDb(config, HYPERDRIVE_POOL.dispatch);
+  if (config.databasePath === 'hyperdrive') return openHyperdriveDb(config, HYPERDRIVE_POOL.dispatch, 0);
   return openNeonDb(config);
 }

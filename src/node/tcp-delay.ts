@@ -22,6 +22,11 @@ export interface RunningDelay {
   stats(): DelayStats;
   /** Cuts every open connection at once, as a network fault would (tests); new ones still work. Returns how many it cut. */
   cut(): number;
+  /**
+   * The database suspends, as Neon's compute does when idle: every open connection is cut, and
+   * new ones are held for `holdMs` (it resuming) before they reach it. Returns how many it cut.
+   */
+  suspend(holdMs: number): number;
   close(): Promise<void>;
 }
 
@@ -88,7 +93,29 @@ export async function startTcpDelay(
   const sockets = new Set<Socket>();
   const stats: DelayStats = { connections: 0, roundTrips: 0, chunksIn: 0, chunksOut: 0 };
   // No Nagle: a small chunk held back for an ACK would cost a delayed ACK's 40 ms on top.
+  /** Until when new connections are held (a suspended database resuming); epoch ms. */
+  let resumesAt = 0;
   const server = createServer({ noDelay: true }, (client) => {
+    const held = resumesAt - Date.now();
+    if (held <= 0) {
+      relay(client);
+      return;
+    }
+    // Its bytes wait in the socket until the database has resumed.
+    client.pause();
+    sockets.add(client);
+    const timer = setTimeout(() => {
+      client.off('close', gone);
+      relay(client);
+      client.resume();
+    }, held);
+    const gone = () => {
+      clearTimeout(timer);
+      sockets.delete(client);
+    };
+    client.once('close', gone);
+  });
+  const relay = (client: Socket) => {
     const conn = ++stats.connections;
     const upstream = connect({ port: target.port, host: target.host, noDelay: true });
     sockets.add(client).add(upstream);
@@ -122,21 +149,26 @@ export async function startTcpDelay(
     upstream.on('error', drop);
     client.on('close', () => toServer.push(drop));
     upstream.on('close', () => toClient.push(drop));
-  });
+  };
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', resolve);
   });
   const { port } = server.address() as { port: number };
+  const cut = () => {
+    const open = [...sockets];
+    for (const s of open) s.destroy();
+    // Each connection is two sockets: the client's and the upstream's.
+    return Math.ceil(open.length / 2);
+  };
   return {
     host: '127.0.0.1',
     port,
     stats: () => ({ ...stats }),
-    cut() {
-      const open = [...sockets];
-      for (const s of open) s.destroy();
-      // Each connection is two sockets: the client's and the upstream's.
-      return Math.ceil(open.length / 2);
+    cut,
+    suspend(holdMs) {
+      resumesAt = Date.now() + holdMs;
+      return cut();
     },
     close: () =>
       new Promise<void>((resolve) => {

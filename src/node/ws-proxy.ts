@@ -58,6 +58,8 @@ export interface RunningProxy {
   address: string;
   /** Cuts every open connection at once, as a network fault would (tests); new ones still work. Returns how many it cut. */
   cut(): number;
+  /** The database suspends (tcp-delay.ts `suspend`): every connection is cut, new ones held `holdMs`. */
+  suspend(holdMs: number): number;
   stats(): ProxyStats;
   close(): Promise<void>;
 }
@@ -124,19 +126,24 @@ export async function startWsProxy(target: { host: string; port: number }, optio
   });
   const { port } = server.address() as { port: number };
   const relay = await startTcpDelay({ host: '127.0.0.1', port }, options.rttMs ?? 0);
+  const cut = () => {
+    const n = sockets.size + pools.size;
+    for (const s of sockets) s.destroy();
+    for (const client of wss.clients) client.terminate();
+    for (const pool of pools.values()) void pool.end();
+    pools.clear();
+    return n;
+  };
   return {
     address: `127.0.0.1:${relay.port}/v2`,
     stats() {
       const { connections, roundTrips } = relay.stats();
       return { connections, roundTrips, ...counts, messages: { ...counts.messages } };
     },
-    cut() {
-      const n = sockets.size + pools.size;
-      for (const s of sockets) s.destroy();
-      for (const client of wss.clients) client.terminate();
-      for (const pool of pools.values()) void pool.end();
-      pools.clear();
-      return n;
+    cut,
+    suspend(holdMs) {
+      relay.suspend(holdMs);
+      return cut();
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -65,7 +65,8 @@ export function useWorkerFixture(extra: (f: WorkerFixture) => Record<string, str
       bundleWorker(),
       TEST_DATABASE_PATH === 'hyperdrive' ? startTcpDelay({ host: '127.0.0.1', port: inject('pgPort') }, 0) : null,
     ]);
-    f.proxy = relay ? { ...proxy, cut: () => proxy.cut() + (relay as RunningDelay).cut() } : proxy;
+    const hd = relay;
+    f.proxy = hd ? { ...proxy, cut: () => proxy.cut() + hd.cut(), suspend: (ms) => proxy.suspend(ms) + hd.suspend(ms) } : proxy;
     f.worker = await f.start(extra(f));
   });
   afterAll(async () => {
