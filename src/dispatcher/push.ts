@@ -47,7 +47,8 @@ const leaseMarginMs = (leaseMs: number) => Math.min(1_000, leaseMs / 10);
 /** The protocol's header names as a push's request holds them: lower case. */
 const WIRE = Object.fromEntries(Object.entries(HEADERS).map(([k, v]) => [k, v.toLowerCase()])) as { [K in keyof typeof HEADERS]: string };
 
-export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushResult> {
+/** `waitedMs`: how long the task waited for a place after its claim answered (claimed ahead). */
+export async function pushTask(task: LeasedTask, deps: PushDeps, waitedMs = 0): Promise<PushResult> {
   const started = deps.now();
   const elapsed = () => deps.now() - started;
   // A pull queue's task that names no url, in a queue pushed again (its `pull` setting undone).
@@ -56,11 +57,11 @@ export async function pushTask(task: LeasedTask, deps: PushDeps): Promise<PushRe
   const target = checkTarget(task.url, deps.allowPrivateTargets);
   if (!target.ok) return { kind: 'refused', message: `url ${target.reason}`, durationMs: 0 };
 
-  // A push starts as its claim returns (dispatcher/run.ts), so the lease's length, both ends on
-  // the database's clock, bounds it: comparing the expiry with our clock instead would cut
+  // A push starts as its claim returns (dispatcher/run.ts), or `waitedMs` after, so the lease's
+  // length, both ends on the database's clock, less that wait, bounds it: comparing the expiry with our clock instead would cut
   // every push short (or refuse it) whenever our clock runs ahead of the database's.
   const leaseLengthMs = task.lease.expiresAt.getTime() - task.lease.leasedAt.getTime();
-  const timeoutMs = Math.min(task.timeoutMs, leaseLengthMs - leaseMarginMs(task.leaseMs));
+  const timeoutMs = Math.min(task.timeoutMs, leaseLengthMs - leaseMarginMs(task.leaseMs) - waitedMs);
   if (timeoutMs <= 0) return { kind: 'network', message: 'no time left in the lease to push', sent: false, durationMs: 0 };
 
   let request: PushRequest;

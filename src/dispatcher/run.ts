@@ -8,18 +8,19 @@
  */
 import { adaptiveQueues, type Config, claimQueuesJson } from '../config.ts';
 import { expiryOutcome } from '../core/lease.ts';
-import { classifyPush, type PushResult } from '../core/outcome.ts';
+import { classifyPush, type PushResult, takenBack } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import { reapOverdue } from '../db/reap.ts';
+import { leaseEnding } from '../db/settle.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { DueWatch } from './due-watch.ts';
 import { fireDueSchedules } from './fire-schedules.ts';
 import { Meter } from './meter.ts';
 import { nextTurn } from './next-turn.ts';
-import { nextStep } from './pacing.ts';
+import { ClaimAhead, nextStep } from './pacing.ts';
 import { type PushDeps, pushTask } from './push.ts';
 import { outcomeRecorder } from './record.ts';
 import { emptyReport, type RunReport } from './report.ts';
@@ -41,8 +42,11 @@ export interface DispatchDeps {
   /** How a push is sent; default `fetch` (dispatcher/transport.ts). */
   transport?: PushTransport;
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
-  /** Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a no-op. */
-  push?: (task: LeasedTask) => Promise<PushResult>;
+  /**
+   * Delivers one leased task; default the signed HTTP push. Benchmarks of the engine alone pass a
+   * no-op. `waitedMs`: how long the task waited for a place since its claim (its lease ran meanwhile).
+   */
+  push?: (task: LeasedTask, waitedMs: number) => Promise<PushResult>;
   /** Told of every push that ended, and when it began (the Node server's spans: src/node/otel.ts). */
   pushed?: (task: LeasedTask, result: PushResult, startedAtMs: number) => void;
   /**
@@ -75,6 +79,11 @@ export interface RunOptions {
   onBusy?: () => void;
 }
 
+/** Task priority, then due time, then id: the order within a key, applied to one claim's tasks. */
+function bestFirst(a: LeasedTask, b: LeasedTask): number {
+  return a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime() || Number(BigInt(a.id) - BigInt(b.id));
+}
+
 /** How often a run that keeps filling every place says so again (`onBusy`). */
 export const BUSY_REPEAT_MS = 1_000;
 
@@ -101,11 +110,14 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     now,
     transport: deps.transport ?? fetchTransport((input, init) => fetch(input, init)),
   };
-  const push = deps.push ?? ((task: LeasedTask) => pushTask(task, pushDeps));
+  const push = deps.push ?? ((task: LeasedTask, waitedMs: number) => pushTask(task, pushDeps, waitedMs));
   const settle = outcomeRecorder({ db, settler, meter, report, log, now, random: deps.random ?? Math.random, adaptiveQueues: adaptive });
 
   const deadline = now() + options.budgetMs;
   const inFlight = new Set<Promise<void>>();
+  /** Tasks claimed ahead of a free place (pacing.ts `ClaimAhead`), with when their claim answered. */
+  const ready: Array<{ task: LeasedTask; claimedAt: number }> = [];
+  const ahead = new ClaimAhead(config.dispatchParallelism, config.maxClaimBatch);
   const settling = new Set<Promise<void>>();
   /** Reaps and schedule firings that came due while the run waited on pushes. */
   const background = new Set<Promise<void>>();
@@ -188,14 +200,17 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     log,
   });
 
-  /** Claims up to `max` tasks and starts their pushes; returns how many it claimed. */
-  const claimAndPush = async (max: number): Promise<number> => {
+  /** Claims up to `max` tasks: they take free places at once, and wait for one beyond them. */
+  const claim = async (max: number): Promise<number> => {
     report.claimPasses++;
     report.roundTrips++;
     // Cleared before the claim: a push that ends (or a nudge) while it runs sets it again.
     freed = false;
+    const sentAt = now();
     // A claim whose reply was lost may have committed: retry only what surely did not run.
     const batch = await withDbRetry(() => taskClaimBatch(db, { max, clusterCap: config.clusterCap, queuesJson }), { idempotent: false });
+    const claimedAt = now();
+    ahead.claimTook(claimedAt - sentAt);
     report.claimed += batch.length;
     meter.add('claim_passes');
     for (const task of batch) {
@@ -210,47 +225,72 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     if (
       lastPassFull &&
       (busySince === null || now() - busySince >= BUSY_REPEAT_MS) &&
-      inFlight.size + batch.length >= config.dispatchParallelism
+      inFlight.size + ready.length + batch.length >= config.dispatchParallelism
     ) {
       busySince = now();
       options.onBusy?.();
     }
-    for (const task of batch) {
-      // The place frees when the push ends; its settle is written meanwhile (group commit),
-      // so the next claim pass need not wait for it. Until it commits, the lease still
-      // counts against every limit (a pass may take less, never more), so its commit frees
-      // the slot again, as a push's end frees a place. A place is worth a pass only after a
-      // pass that filled every place it asked for: after one that found less, what held the
-      // rest back was not the places, and only a slot's release (the settle's commit), a poke
-      // or a due time can change that; and a slot's release only while work waits for a
-      // pass (the settle says so: db/settle.ts). An idle dispatcher made three passes a task,
-      // the last two always in vain; now one.
-      const startedAt = now();
-      const work: Promise<void> = push(task)
-        .then((result: PushResult) => {
-          // What observes a push never costs its settle.
-          try {
-            deps.pushed?.(task, result, startedAt);
-          } catch (error) {
-            log.error('sluice: recording a push (spans) failed', error);
-          }
-          const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
-            settling.delete(written);
-            if (lastPassFull || settler.workWaits) free();
-            else wakeUp();
-          });
-          settling.add(written);
-        })
-        .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
-        .finally(() => {
-          inFlight.delete(work);
-          if (lastPassFull) free();
-          else wakeUp();
-        });
-      inFlight.add(work);
-    }
+    // Best first, as the claim chose them (its rows come back in no order): a place frees for
+    // one task at a time when the run is busy.
+    for (const task of [...batch].sort(bestFirst)) ready.push({ task, claimedAt });
+    fillPlaces();
     return batch.length;
   };
+
+  /** Starts the tasks that wait, while places are free (not once the run is told to stop). */
+  const fillPlaces = () => {
+    while (ready.length > 0 && inFlight.size < config.dispatchParallelism && !stopped()) {
+      const next = ready.shift() as (typeof ready)[number];
+      startPush(next.task, now() - next.claimedAt);
+    }
+  };
+
+  const startPush = (task: LeasedTask, waitedMs: number) => {
+    // The place frees when the push ends, and a task claimed ahead takes it at once; the
+    // settle is written meanwhile (group commit), so the next claim pass need not wait for it.
+    // Until it commits, the lease still counts against every limit (a pass may take less,
+    // never more), so its commit frees the slot again, as a push's end frees a place. A place
+    // is worth a pass only after a pass that filled every place it asked for: after one that
+    // found less, what held the rest back was not the places, and only a slot's release (the
+    // settle's commit), a poke or a due time can change that; and a slot's release only while
+    // work waits for a pass (the settle says so: db/settle.ts). An idle dispatcher made three
+    // passes a task, the last two always in vain; now one.
+    const startedAt = now();
+    const work: Promise<void> = push(task, waitedMs)
+      .then((result: PushResult) => {
+        ahead.pushTook(result.durationMs);
+        // What observes a push never costs its settle.
+        try {
+          deps.pushed?.(task, result, startedAt);
+        } catch (error) {
+          log.error('sluice: recording a push (spans) failed', error);
+        }
+        const written = settle(task, classifyPush(result, now()), result.durationMs).finally(() => {
+          settling.delete(written);
+          if (lastPassFull || settler.workWaits) free();
+          else wakeUp();
+        });
+        settling.add(written);
+      })
+      .catch((error: unknown) => log.error(`sluice: pushing task ${task.id} failed; its lease will expire`, error))
+      .finally(() => {
+        inFlight.delete(work);
+        fillPlaces();
+        if (lastPassFull) free();
+        else wakeUp();
+      });
+    inFlight.add(work);
+  };
+
+  /** Tasks claimed and never pushed: their leases end unused, no attempt spent. */
+  const giveBack = (tasks: readonly LeasedTask[]) =>
+    Promise.all(
+      tasks.map((task) =>
+        settler
+          .settle(leaseEnding(task, takenBack('the dispatcher stopped before pushing it', now()), null))
+          .catch((error: unknown) => log.error(`sluice: giving back task ${task.id} failed; its lease will expire`, error)),
+      ),
+    );
 
   const stopped = () => options.signal?.aborted === true;
   const aborted = () => wakeUp();
@@ -274,6 +314,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         maxPushes,
         claimed: report.claimed,
         inFlight: inFlight.size,
+        ready: ready.length,
+        ahead: ahead.ahead,
+        perClaim: ahead.perClaim,
         settling: settling.size,
         background: background.size + (watch.reading ? 1 : 0),
         freed,
@@ -281,7 +324,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         reaped,
       });
       if (step.kind === 'claim') {
-        await claimAndPush(step.max);
+        await claim(step.max);
         continue;
       }
       if (step.kind === 'idle') {
@@ -299,8 +342,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     options.nudges?.removeEventListener(DUE_EVENT, free);
     options.signal?.removeEventListener('abort', aborted);
     watch.stop();
-    // Whatever ends the run (a database error included), pushes already made are settled.
-    await Promise.all([reaping, Promise.allSettled(inFlight), Promise.allSettled(background), watch.settled()]);
+    // Whatever ends the run (a database error included), pushes already made are settled, and
+    // tasks claimed ahead are pushed (their places free as pushes end), or, once the run is told
+    // to stop, given back unused.
+    while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    if (ready.length > 0) await giveBack(ready.splice(0).map((r) => r.task));
+    await Promise.all([reaping, Promise.allSettled(background), watch.settled()]);
     await Promise.allSettled(settling);
     await settler.flush();
     await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
