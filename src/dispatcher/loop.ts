@@ -37,6 +37,8 @@ export class DispatchLoop {
   #stalls = 0;
   /** A wake-up for a future time that arrived during a run: honoured after it. */
   #pendingAt = Number.POSITIVE_INFINITY;
+  /** When a wake-up for now last came during a run: one the run's last claim was sent after is served. */
+  #againAt = Number.NEGATIVE_INFINITY;
 
   constructor(run: (signal: AbortSignal, nudges: EventTarget) => Promise<RunReport>, options: LoopOptions) {
     this.#run = run;
@@ -55,9 +57,10 @@ export class DispatchLoop {
       return;
     }
     if (this.#running) {
-      // The run claims again now if it is waiting on pushes, and another run follows it in
-      // case it was past its last claim.
+      // The run claims again now if it is waiting on pushes (or lingering), and another run
+      // follows it in case it was past its last claim.
       this.#again = true;
+      this.#againAt = this.#timers.now();
       this.#nudges.dispatchEvent(new Event(DUE_EVENT));
       return;
     }
@@ -83,6 +86,8 @@ export class DispatchLoop {
       try {
         const report = await this.#run(this.#abort.signal, this.#nudges);
         this.#failures = 0;
+        // Every wake-up during the run came before its last claim: that claim served them.
+        if (report.lastClaimAtMs !== null && this.#againAt < report.lastClaimAtMs) this.#again = false;
         this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
         const fallbackMs = this.#resting() ? Number.POSITIVE_INFINITY : this.#options.maxSleepMs;
         next = wakeAt(report, this.#timers.now(), fallbackMs, this.#stalls);

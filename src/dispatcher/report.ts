@@ -23,6 +23,8 @@ export interface RunReport {
   more: boolean;
   /** When the run ended with nothing claimable: ms until the next task or lease comes due; `null` = nothing waits on time. */
   nextDueInMs: number | null;
+  /** When the run's last claim pass was sent (its clock); `null` = it made none. A nudge before it was served. */
+  lastClaimAtMs: number | null;
 }
 
 /** A report of a run that has done nothing yet. */
@@ -42,6 +44,7 @@ export function emptyReport(): RunReport {
     roundTrips: 0,
     more: false,
     nextDueInMs: null,
+    lastClaimAtMs: null,
   };
 }
 

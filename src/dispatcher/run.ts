@@ -72,6 +72,13 @@ export interface RunOptions {
   /** A `due` event on it says more work came due while the run waits on its pushes: claim again now. */
   nudges?: EventTarget;
   /**
+   * Instead of ending when nothing is claimable, wait this long for a nudge or a due time, with
+   * what the run has open (its connections, its measurements): work that comes meanwhile is
+   * claimed at once, and a retry or a delayed task due within it is claimed as it comes due,
+   * timed by the round trip to arrive then. Default 0: end at once.
+   */
+  lingerMs?: number;
+  /**
    * Called when a claim pass fills every place: there may be more work than this run can push.
    * Again at most every `BUSY_REPEAT_MS` while passes keep filling them: a shard it woke may have
    * found nothing then (an adaptive limit learnt since) and gone back to sleep.
@@ -84,6 +91,9 @@ function bestFirst(a: LeasedTask, b: LeasedTask): number {
   return a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime() || Number(BigInt(a.id) - BigInt(b.id));
 }
 
+/** What executing a statement adds to a round trip, taken off half of one to estimate the way there. */
+const ONE_WAY_MARGIN_MS = 2;
+
 /** How often a run that keeps filling every place says so again (`onBusy`). */
 export const BUSY_REPEAT_MS = 1_000;
 
@@ -93,12 +103,22 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const log = deps.log ?? console;
   const { config, db } = deps;
   const report = emptyReport();
+  /** The shortest round trip to the database seen: a claim's or a read's, from call to answer. */
+  let rttMs = Number.POSITIVE_INFINITY;
+  /**
+   * The way to the database, one direction: half that round trip, less what executing a
+   * statement takes (a couple of ms), so that it errs short: a wait shortened by it never ends
+   * before its time, and a claim timed by it never arrives before its task is due.
+   */
+  const oneWayMs = () => (Number.isFinite(rttMs) ? Math.max(0, rttMs / 2 - ONE_WAY_MARGIN_MS) : 0);
   const meter = deps.meter ?? new Meter();
   meter.add('dispatch_runs');
   const adaptive = adaptiveQueues(config);
   // A settle finds out whether work waits only when the run would act on it (below: after a
   // pass that found less than it asked for); in a drain, passes are full and it reads nothing.
-  const settler = new Settler(db, adaptive, () => !lastPassFull);
+  // Its waits (a retry's backoff) run from when the run saw the outcome: shortened by the way to
+  // the database.
+  const settler = new Settler(db, adaptive, () => !lastPassFull, () => oneWayMs());
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
@@ -210,7 +230,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     // A claim whose reply was lost may have committed: retry only what surely did not run.
     const batch = await withDbRetry(() => taskClaimBatch(db, { max, clusterCap: config.clusterCap, queuesJson }), { idempotent: false });
     const claimedAt = now();
+    report.lastClaimAtMs = sentAt;
     ahead.claimTook(claimedAt - sentAt);
+    rttMs = Math.min(rttMs, claimedAt - sentAt);
     report.claimed += batch.length;
     meter.add('claim_passes');
     for (const task of batch) {
@@ -282,6 +304,77 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     inFlight.add(work);
   };
 
+  /** The last read of the next due time: `inMs` from `atMs` (this clock, when the answer came). */
+  let due: { inMs: number | null; atMs: number } | null = null;
+
+  /** Reads when the next thing comes due. */
+  const readDue = async (): Promise<{ inMs: number | null; atMs: number }> => {
+    report.roundTrips++;
+    const sentAt = now();
+    const inMs = await withDbRetry(() => nextDueInMs(db));
+    const atMs = now();
+    rttMs = Math.min(rttMs, atMs - sentAt);
+    return { inMs, atMs };
+  };
+  /** Which linger is the latest: a read made for an earlier one is not this one's answer. */
+  let lingers = 0;
+  /** The run's progress when a due time last ended a linger: one that brought none is not acted on again. */
+  let dueActedAt = -1;
+  const progress = () => report.claimed + report.reaped + report.fired;
+
+  /**
+   * The run has nothing to claim: it waits `options.lingerMs` for work before it ends. Its tail
+   * goes on meanwhile: the settles of its last pushes are written (a retry's due time with
+   * them), then the next due time is read. A nudge or a settle that frees waiting work ends the
+   * wait (claim now); so does the next due time, less half a round trip, so that the claim
+   * reaches Postgres as the task comes due. Returns whether to claim again.
+   */
+  const linger = async (): Promise<boolean> => {
+    const until = Math.min(now() + (options.lingerMs ?? 0), deadline);
+    const mine = ++lingers;
+    due = null;
+    let reading = true;
+    const read: Promise<void> = (async () => {
+      await Promise.allSettled(settling);
+      await settler.flush();
+      const answer = await readDue();
+      if (mine === lingers) due = answer;
+    })()
+      .catch((error: unknown) => log.warn('sluice: reading the next due time failed', error))
+      .finally(() => {
+        reading = false;
+        background.delete(read);
+        wakeUp();
+      });
+    background.add(read);
+    for (;;) {
+      if (stopped()) return false;
+      if (freed) return true;
+      const known = due as { inMs: number | null; atMs: number } | null;
+      // Work that reads due and yields nothing when acted on (a stall: core/wake.ts) is left to
+      // the caller's backoff rather than read and claimed again and again here.
+      const stalled = dueActedAt === progress();
+      const claimAt =
+        known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - oneWayMs();
+      if (claimAt <= now()) {
+        // Due now: reaped, fired and claimed as at the run's start.
+        dueActedAt = progress();
+        dueWork = true;
+        freed = true;
+        return true;
+      }
+      if (!reading && now() >= until) return false;
+      const wait = Math.max(0, Math.min(until, claimAt) - now());
+      await new Promise<void>((resolve) => {
+        const timer = reading ? null : timers.setTimeout(resolve, wait);
+        wakeUp = () => {
+          if (timer !== null) timers.clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  };
+
   /** Tasks claimed and never pushed: their leases end unused, no attempt spent. */
   const giveBack = (tasks: readonly LeasedTask[]) =>
     Promise.all(
@@ -297,6 +390,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   options.signal?.addEventListener('abort', aborted, { once: true });
   options.nudges?.addEventListener(DUE_EVENT, free);
 
+  /** The counters' write, sent as the run ends: beside its last read, unless the run failed. */
+  let metering: Promise<void> | null = null;
+  let failed = true;
   try {
     const maxPushes = options.maxPushes ?? Number.POSITIVE_INFINITY;
     while (now() < deadline && report.claimed < maxPushes && !stopped()) {
@@ -328,6 +424,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
         continue;
       }
       if (step.kind === 'idle') {
+        if ((options.lingerMs ?? 0) > 0 && (await linger())) continue;
         idle = true;
         break;
       }
@@ -338,6 +435,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // Pushes answered in the same turn free their places together: one pass for them all.
       if (inFlight.size > 0) await nextTurn();
     }
+    failed = false;
   } finally {
     options.nudges?.removeEventListener(DUE_EVENT, free);
     options.signal?.removeEventListener('abort', aborted);
@@ -350,15 +448,26 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     await Promise.all([reaping, Promise.allSettled(background), watch.settled()]);
     await Promise.allSettled(settling);
     await settler.flush();
-    await meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
+    metering = meter.write(db, { now: now(), minIntervalMs: deps.meterIntervalMs ?? 0 });
+    if (failed) await metering;
   }
   report.roundTrips += settler.writes + watch.reads;
-  if (stopped()) return report;
   // Stopped by its budget, not for want of work: whatever is left is due now.
-  report.more = !idle;
-  if (idle) {
-    report.roundTrips++;
-    report.nextDueInMs = await withDbRetry(() => nextDueInMs(db));
+  report.more = !idle && !stopped();
+  // The counters, beside the last read of the next due time (a lingering run's is fresh: it
+  // ended with nothing written since).
+  const lingered = due as { inMs: number | null; atMs: number } | null;
+  await Promise.all([
+    metering,
+    idle && !stopped() && lingered === null
+      ? readDue().then((answer) => {
+          due = answer;
+        })
+      : null,
+  ]);
+  if (idle && !stopped()) {
+    const last = due as { inMs: number | null; atMs: number } | null;
+    report.nextDueInMs = last?.inMs == null ? null : Math.max(0, Math.ceil(last.inMs - (now() - last.atMs)));
   }
   return report;
 }

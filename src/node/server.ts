@@ -60,6 +60,12 @@ const LISTEN_BACKLOG = 4_096;
 
 /** A run's time budget: long runs are fine here, but a fresh run re-reads nothing it needs. */
 const RUN_BUDGET_MS = 30_000;
+/**
+ * How long an idle run waits for more work before it ends (dispatcher/run.ts `lingerMs`): a
+ * poke meanwhile is claimed at once, without the run's tail and a new run's reap, and a retry due
+ * meanwhile is claimed as it comes due.
+ */
+const RUN_LINGER_MS = 1_000;
 
 /** The database's schema is not this version's (db/migrate.ts `schemaState`): nothing starts. */
 export class SchemaError extends Error {
@@ -134,7 +140,7 @@ export async function startNodeSluice(options: {
                 meterIntervalMs: METER_INTERVAL_MS,
                 ...(spans ? { pushed: spans.pushed } : {}),
               },
-              { budgetMs: RUN_BUDGET_MS, signal, nudges },
+              { budgetMs: RUN_BUDGET_MS, signal, nudges, lingerMs: RUN_LINGER_MS },
             );
             if (didWork(report)) rest.worked();
             rest.due(report.more ? Date.now() : report.nextDueInMs === null ? null : Date.now() + report.nextDueInMs);

@@ -27,6 +27,12 @@ const SUBREQUEST_RESERVE = 10;
  * memory, so not for long; an evicted object's connection simply goes with it.
  */
 const LINGER_MS = 10_000;
+/**
+ * How long an idle drain waits for more work before its invocation ends (dispatcher/run.ts
+ * `lingerMs`): a task enqueued meanwhile is claimed at once, on the open connection, without
+ * the scheduler's alarm and a new invocation; a retry due meanwhile is claimed as it comes due.
+ */
+const RUN_LINGER_MS = 2_000;
 /** How often a shard that keeps finding work says so to the scheduler (which rests only without work). */
 const WORKED_REPORT_MS = 30_000;
 
@@ -40,6 +46,8 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
   #stalls = 0;
   /** Tells a drain in progress that more work came due. */
   #nudges = new EventTarget();
+  /** When `wake` was last called: a drain whose last claim was sent after it has served it. */
+  #lastWakeMs = 0;
   /** Shard 0's sweeps (the cron sweeps once a minute; at volume, buckets turn faster). */
   #chores: Chores | null = null;
   /** When this shard last told the scheduler it worked, in a drain of many invocations. */
@@ -50,6 +58,7 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
    * may be waiting on slow pushes with places free); returns at once.
    */
   async wake(index: number): Promise<void> {
+    this.#lastWakeMs = Date.now();
     this.#nudges.dispatchEvent(new Event(DUE_EVENT));
     if (this.#index !== index) {
       this.#index = index;
@@ -80,6 +89,7 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
           budgetMs: RUN_BUDGET_MS,
           maxPushes: config.maxSubrequests - SUBREQUEST_RESERVE,
           nudges: this.#nudges,
+          lingerMs: RUN_LINGER_MS,
           // More claimable work than this shard can push at once: bring in the next shard.
           onBusy: () => {
             const next = nextShard(index, config.dispatchShards);
@@ -110,6 +120,9 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       }
       return;
     }
+    // A wake the drain heard and served (its last claim was sent after it) set an alarm for
+    // nothing: another invocation would only find the same nothing.
+    if (report.lastClaimAtMs !== null && this.#lastWakeMs < report.lastClaimAtMs) await this.ctx.storage.deleteAlarm();
     this.#closing = setTimeout(() => void this.#closeDb(), LINGER_MS);
     this.#stalls = isStall(report) ? this.#stalls + 1 : 0;
     const atMs = wakeAt(report, Date.now(), Number.POSITIVE_INFINITY, this.#stalls);
