@@ -118,7 +118,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   // pass that found less than it asked for); in a drain, passes are full and it reads nothing.
   // Its waits (a retry's backoff) run from when the run saw the outcome: shortened by the way to
   // the database.
-  const settler = new Settler(db, adaptive, () => !lastPassFull, () => oneWayMs());
+  const settler = new Settler(
+    db,
+    adaptive,
+    () => !lastPassFull,
+    () => oneWayMs(),
+  );
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
@@ -354,8 +359,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       // Work that reads due and yields nothing when acted on (a stall: core/wake.ts) is left to
       // the caller's backoff rather than read and claimed again and again here.
       const stalled = dueActedAt === progress();
-      const claimAt =
-        known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - oneWayMs();
+      const claimAt = known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - oneWayMs();
       if (claimAt <= now()) {
         // Due now: reaped, fired and claimed as at the run's start.
         dueActedAt = progress();
