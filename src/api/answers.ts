@@ -165,7 +165,12 @@ export const leaseExtended = z.object({ lease_id: z.string(), task_id: z.string(
 export const leaseEnded = z.object({
   task_id: z.string(),
   status: z.enum(TASK_STATUSES).nullable(),
-  repeated: z.boolean().optional().describe('True when `complete` repeats the call that completed the task.'),
+  repeated: z
+    .boolean()
+    .optional()
+    .describe(
+      'True when the call repeats one that ended the lease already (`complete`, `fail`, `release` sent again after a lost answer): nothing more was written.',
+    ),
 });
 export const leaseWaiting = z.object({
   task_id: z.string(),
