@@ -41,6 +41,8 @@ type PgQuery = (query: string | { name: string; text: string; values?: unknown[]
 interface PgClientLike {
   query: PgQuery;
   release(error?: Error | boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: 'error', listener: (error: Error) => void): unknown;
 }
 /** The part of `pg.Pool` / Neon's `Pool` that Sluice uses. */
 export interface PgPoolLike {
@@ -67,6 +69,11 @@ export function poolDb(pool: PgPoolLike, options: { named?: boolean } = {}): Ope
     },
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       const client = await pool.connect();
+      // A connection lost while the client is checked out is emitted on it (the pool listens
+      // only to idle ones), besides failing the statement in flight: unheard, the process would
+      // crash. The statement's failure is what this transaction acts on.
+      const lost = () => {};
+      client.on('error', lost);
       const tx: Queryable = {
         async query<R>(text: string, params?: readonly unknown[]) {
           return (await run(client, text, params, named)).rows as R[];
@@ -76,6 +83,7 @@ export function poolDb(pool: PgPoolLike, options: { named?: boolean } = {}): Ope
         await client.query('begin');
         const value = await fn(tx);
         await client.query('commit');
+        client.off('error', lost);
         client.release();
         return value;
       } catch (error) {
@@ -84,6 +92,7 @@ export function poolDb(pool: PgPoolLike, options: { named?: boolean } = {}): Ope
           () => false,
           () => true,
         );
+        client.off('error', lost);
         client.release(broken);
         throw error;
       }
