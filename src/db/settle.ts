@@ -232,15 +232,13 @@ export async function leaseSettleReport(
   items: readonly LeaseSettlement[],
   adaptiveQueues: readonly string[],
   askWorkWaits: boolean,
-  leadMs = 0,
 ): Promise<SettleReport> {
   if (items.length === 0) return { held: new Map(), items: [], workWaits: true };
   // A retry's due time was decided on this process's clock; the database keeps due times on
   // its own. What travels is the wait, so a clock ahead of or behind the database's neither
-  // stretches nor skips a backoff, a Retry-After or a release's delay. It travels `leadMs` (the
-  // way to the database, where the caller has measured it), which it is shortened by: a backoff
-  // runs from when the failure was seen, not from when the database heard of it.
-  const clockMs = Date.now() + leadMs;
+  // stretches nor skips a backoff, a Retry-After or a release's delay. (It runs from when the
+  // database hears of it, the way there later than the outcome: late, never early.)
+  const clockMs = Date.now();
   const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require, signal }, n) => ({
     n,
     id: taskId,

@@ -107,8 +107,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   let rttMs = Number.POSITIVE_INFINITY;
   /**
    * The way to the database, one direction: half that round trip, less what executing a
-   * statement takes (a couple of ms), so that it errs short: a wait shortened by it never ends
-   * before its time, and a claim timed by it never arrives before its task is due.
+   * statement takes (a couple of ms), so that it errs short: a claim timed by it rarely arrives
+   * before its task is due (and one that does is sent again: `linger`).
    */
   const oneWayMs = () => (Number.isFinite(rttMs) ? Math.max(0, rttMs / 2 - ONE_WAY_MARGIN_MS) : 0);
   const meter = deps.meter ?? new Meter();
@@ -116,14 +116,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const adaptive = adaptiveQueues(config);
   // A settle finds out whether work waits only when the run would act on it (below: after a
   // pass that found less than it asked for); in a drain, passes are full and it reads nothing.
-  // Its waits (a retry's backoff) run from when the run saw the outcome: shortened by the way to
-  // the database.
-  const settler = new Settler(
-    db,
-    adaptive,
-    () => !lastPassFull,
-    () => oneWayMs(),
-  );
+  const settler = new Settler(db, adaptive, () => !lastPassFull);
   const queuesJson = claimQueuesJson(config);
   const pushDeps: PushDeps = {
     keyring: deps.keyring,
@@ -323,8 +316,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   };
   /** Which linger is the latest: a read made for an earlier one is not this one's answer. */
   let lingers = 0;
-  /** The run's progress when a due time last ended a linger: one that brought none is not acted on again. */
+  /** The run's progress when a due time last ended a linger, and how many times in a row it brought none. */
   let dueActedAt = -1;
+  let dueInVain = 0;
   const progress = () => report.claimed + report.reaped + report.fired;
 
   /**
@@ -337,6 +331,12 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   const linger = async (): Promise<boolean> => {
     const until = Math.min(now() + (options.lingerMs ?? 0), deadline);
     const mine = ++lingers;
+    // Work that reads due and yields nothing when acted on twice in a row (a stall: core/wake.ts)
+    // is left to the caller's backoff rather than read and claimed again and again here. Once
+    // is no stall: a claim timed by a round trip that was long for once can arrive too early.
+    if (dueActedAt >= 0) dueInVain = dueActedAt === progress() ? dueInVain + 1 : 0;
+    dueActedAt = -1;
+    const stalled = dueInVain >= 2;
     due = null;
     let reading = true;
     const read: Promise<void> = (async () => {
@@ -356,9 +356,6 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       if (stopped()) return false;
       if (freed) return true;
       const known = due as { inMs: number | null; atMs: number } | null;
-      // Work that reads due and yields nothing when acted on (a stall: core/wake.ts) is left to
-      // the caller's backoff rather than read and claimed again and again here.
-      const stalled = dueActedAt === progress();
       const claimAt = known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - oneWayMs();
       if (claimAt <= now()) {
         // Due now: reaped, fired and claimed as at the run's start.

@@ -28,19 +28,15 @@ export class Settler {
    */
   workWaits = true;
   #askWorkWaits: () => boolean;
-  #leadMs: () => number;
 
   /**
    * `adaptiveQueues`: the environment's adaptive queues (an override may change any).
    * `askWorkWaits`: whether a write, when it is sent, should find out `workWaits`.
-   * `leadMs`: how long a write takes to reach the database (half a measured round trip), which
-   * the waits it carries are shortened by (db/settle.ts).
    */
-  constructor(db: Db, adaptiveQueues: readonly string[] = [], askWorkWaits: () => boolean = () => false, leadMs: () => number = () => 0) {
+  constructor(db: Db, adaptiveQueues: readonly string[] = [], askWorkWaits: () => boolean = () => false) {
     this.#db = db;
     this.#adaptiveQueues = adaptiveQueues;
     this.#askWorkWaits = askWorkWaits;
-    this.#leadMs = leadMs;
   }
 
   /** Resolves once written: `true` when the lease was still held, `false` when it was not. */
@@ -84,7 +80,6 @@ export class Settler {
         batch.map((w) => w.item),
         this.#adaptiveQueues,
         askWorkWaits,
-        this.#leadMs(),
       ),
     );
   }
