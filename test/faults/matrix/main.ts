@@ -9,9 +9,11 @@
  *   --worker-tasks N   items per Worker run (default 3,000; 0 skips the Worker path)
  *   --only a,b         only these faults (names as in the table's first column of the log)
  *   --repeat N         each chosen fault N times in a row (default 1): a fault that fails now and then
+ *   --rtt N            the Worker path's database N ms away (the stand-in's delay, both ways; default 0)
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { parseRttMs } from '../../../src/node/tcp-delay.ts';
 import { startFaultEndpoint } from './endpoint.ts';
 import { FAULTS } from './faults.ts';
 import { markdownTable, type ReportRow } from './report.ts';
@@ -25,12 +27,15 @@ const { values } = parseArgs({
     'worker-tasks': { type: 'string', default: '3000' },
     only: { type: 'string' },
     repeat: { type: 'string', default: '1' },
+    rtt: { type: 'string', default: '0' },
   },
 });
 const tasks = Number(values.tasks);
 const workerTasks = Number(values['worker-tasks']);
 const only = values.only ? new Set(values.only.split(',')) : null;
 const repeat = Number(values.repeat);
+const rttMs = parseRttMs('--rtt', values.rtt);
+const workerPath = rttMs > 0 ? `Worker, RTT ${rttMs} ms` : 'Worker';
 const chosen = <T extends { name: string }>(all: T[]) =>
   all.filter((f) => !only || only.has(f.name)).flatMap((f) => Array.from({ length: repeat }, () => f));
 const log = (line: string) => console.log(line);
@@ -57,13 +62,13 @@ try {
   }
   if (workerTasks > 0) {
     for (const fault of chosen(WORKER_FAULTS)) {
-      log(`Worker: ${fault.name}: ${fault.title}, ${workerTasks} items`);
+      log(`${workerPath}: ${fault.name}: ${fault.title}, ${workerTasks} items`);
       const result = await runWorkerFault(
         fault,
-        { db: postgres.db, pgPort: postgres.port, endpoint, env, apiKey, log, setSluiceUrl: (f) => (sluiceUrl = f) },
+        { db: postgres.db, pgPort: postgres.port, endpoint, env, apiKey, log, setSluiceUrl: (f) => (sluiceUrl = f), rttMs },
         workerTasks,
       );
-      rows.push({ ...result, path: 'Worker', fault: fault.name, title: fault.title });
+      rows.push({ ...result, path: workerPath, fault: fault.name, title: fault.title });
       log(`  ${result.verdict.ok ? 'ok' : `FAILED: ${result.verdict.problems.join('; ')}`} (${(result.durationMs / 1000).toFixed(1)} s)`);
     }
   }

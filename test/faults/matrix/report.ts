@@ -2,7 +2,8 @@
 import type { Verdict } from './checker.ts';
 
 export interface ReportRow {
-  path: 'Node' | 'Worker';
+  /** 'Node', 'Worker', or the Worker with its database far away ('Worker, RTT 20 ms'). */
+  path: string;
   fault: string;
   title: string;
   verdict: Verdict;

@@ -105,7 +105,7 @@ export const WORKER_FAULTS: WorkerFault[] = [
 
 export async function runWorkerFault(
   fault: WorkerFault,
-  setup: RunSetup & { pgPort: number },
+  setup: RunSetup & { pgPort: number; rttMs?: number },
   items: number,
 ): Promise<RunResult & { fault: WorkerFault }> {
   if (fault.restartsPostgres && !setup.db.restart) throw new Error(`${fault.name} restarts Postgres: run it on the matrix's own`);
@@ -115,7 +115,7 @@ export async function runWorkerFault(
   const databaseUrl = new URL(setup.db.url);
   databaseUrl.port = String(network.port);
   const [proxy, script, port, store] = await Promise.all([
-    startWsProxy({ host: '127.0.0.1', port: network.port }),
+    startWsProxy({ host: '127.0.0.1', port: network.port }, { rttMs: setup.rttMs ?? 0 }),
     bundleWorker(),
     freePort(),
     mkdtemp(join(tmpdir(), 'sluice-faults-do-')),
