@@ -325,8 +325,8 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
    * The run has nothing to claim: it waits `options.lingerMs` for work before it ends. Its tail
    * goes on meanwhile: the settles of its last pushes are written (a retry's due time with
    * them), then the next due time is read. A nudge or a settle that frees waiting work ends the
-   * wait (claim now); so does the next due time, less half a round trip, so that the claim
-   * reaches Postgres as the task comes due. Returns whether to claim again.
+   * wait (claim now); so does the next due time, less a round trip, so that the claim reaches
+   * Postgres as the task comes due. Returns whether to claim again.
    */
   const linger = async (): Promise<boolean> => {
     const until = Math.min(now() + (options.lingerMs ?? 0), deadline);
@@ -356,7 +356,9 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       if (stopped()) return false;
       if (freed) return true;
       const known = due as { inMs: number | null; atMs: number } | null;
-      const claimAt = known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - oneWayMs();
+      // `inMs` was counted where the read ran, a way back before its answer came (`atMs`); the
+      // claim takes a way there: sent a round trip before, it arrives as the task comes due.
+      const claimAt = known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - 2 * oneWayMs();
       if (claimAt <= now()) {
         // Due now: reaped, fired and claimed as at the run's start.
         dueActedAt = progress();
