@@ -25,6 +25,14 @@ export class Scheduler extends SluiceScheduler implements Counted {
     this.#counts['scheduler.poke'] = (this.#counts['scheduler.poke'] ?? 0) + 1;
     return super.poke(poke);
   }
+  override ran(worked: boolean, atMs: number | null): Promise<void> {
+    this.#counts['scheduler.ran'] = (this.#counts['scheduler.ran'] ?? 0) + 1;
+    return super.ran(worked, atMs);
+  }
+  override tick(): Promise<{ resting: boolean }> {
+    this.#counts['scheduler.tick'] = (this.#counts['scheduler.tick'] ?? 0) + 1;
+    return super.tick();
+  }
   override awaitWork(queue: string, ms: number): Promise<void> {
     this.#counts['scheduler.awaitWork'] = (this.#counts['scheduler.awaitWork'] ?? 0) + 1;
     return super.awaitWork(queue, ms);

@@ -54,10 +54,14 @@ const REST_S = Number(flags['idle-s']);
 /** Past the shards' and pools' linger (worker/pusher.ts LINGER_MS) before the watch starts. */
 const SETTLE_MS = 12_000;
 const rtts = (fallback: string) => (flags.rtt ?? fallback).split(',').map(Number);
-const RUNS: Array<{ path: 'worker' | 'node'; rtt: number }> = [
-  ...(flags.only === 'node' ? [] : rtts('0,5,20,50').map((rtt) => ({ path: 'worker' as const, rtt }))),
-  ...(flags.only === 'worker' ? [] : rtts('0,20').map((rtt) => ({ path: 'node' as const, rtt }))),
+type Path = 'worker' | 'hyperdrive' | 'node';
+const only = flags.only ? new Set(flags.only.split(',')) : null;
+const RUNS: Array<{ path: Path; rtt: number }> = [
+  ...(only && !only.has('worker') ? [] : rtts('0,5,20,50').map((rtt) => ({ path: 'worker' as const, rtt }))),
+  ...(only && !only.has('hyperdrive') ? [] : rtts('0,20,50').map((rtt) => ({ path: 'hyperdrive' as const, rtt }))),
+  ...(only && !only.has('node') ? [] : rtts('0,20').map((rtt) => ({ path: 'node' as const, rtt }))),
 ];
+const PATH_NAMES: Record<Path, string> = { worker: 'Worker', hyperdrive: 'Worker, Hyperdrive', node: 'Node' };
 if (!Number.isInteger(TASKS) || TASKS < BATCH || RUNS.some((r) => !Number.isInteger(r.rtt) || r.rtt < 0)) {
   console.error('bench:distance: --tasks must be a whole number ≥ 200 and --rtt whole milliseconds ≥ 0');
   process.exit(2);
@@ -129,7 +133,7 @@ interface Phase {
   attribution: Attribution;
 }
 interface Row {
-  path: string;
+  path: Path;
   rtt: number;
   drainPerS: number;
   callMs: number[];
@@ -139,10 +143,14 @@ interface Row {
   idle: Phase;
   /** Nothing to do for `--idle-s` (60) seconds, after connections linger out; `tasks` counts minutes. */
   rest: Phase | null;
+  /** Round trips to Postgres in each minute of the rest (the cron's included). */
+  restMinutes: number[];
+  /** The first task after the rest: its enqueue call to its push, ms. */
+  firstAfterRestMs: number | null;
 }
 
 /** One run: a fresh Worker (or Node server) behind a fresh stand-in at `rtt`. */
-async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise<Row> {
+async function run(path: Path, rtt: number, rest: boolean): Promise<Row> {
   await admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.queues, sluice.key_limits cascade');
   pushes.clear();
   const trace: ProxyTrace[] = [];
@@ -174,7 +182,16 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
     });
     const url = new URL(setup.databaseUrl);
     url.host = `${relay.host}:${relay.port}`;
-    app = await startNodeSluice({ env: { ...setup.env, DATABASE_URL: url.toString() } });
+    if (path === 'hyperdrive') {
+      // pg through the HYPERDRIVE binding, which Miniflare connects straight to the relay: no
+      // pool near the database, as Hyperdrive has, so each API request opens a connection here.
+      const worker = await startWorker({ script, vars: { ...setup.env, SLUICE_DATABASE_PATH: 'hyperdrive' }, hyperdrive: url.toString() });
+      app = worker;
+      cron = () => worker.scheduled();
+      doRequests = async () => (await (await fetch(`${worker.url}/__bench/do-requests?shards=${SHARDS}`)).json()) as Record<string, number>;
+    } else {
+      app = await startNodeSluice({ env: { ...setup.env, DATABASE_URL: url.toString() } });
+    }
     stats = () => ({ ...relay.stats(), webSockets: 0, sqlRequests: 0 });
     closeProxy = () => relay.close();
   }
@@ -194,7 +211,7 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
         pushes: pushed - before.pushes,
         doRequests: addCounts(doEarlier, await doRequests()),
       };
-      return { tasks, counters, attribution: attribute(trace.slice(from), path === 'node' ? 'TCP' : 'WebSocket') };
+      return { tasks, counters, attribution: attribute(trace.slice(from), path === 'worker' ? 'WebSocket' : 'TCP') };
     };
   };
   try {
@@ -254,8 +271,11 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
       await sleep(100);
     }
 
-    // At rest: what a deployment with nothing to do sends Postgres (cron once a minute on the Worker).
+    // At rest: what a deployment with nothing to do sends Postgres (cron once a minute on the
+    // Worker), minute by minute; then how soon the first task after it is pushed.
     let resting: Phase | null = null;
+    const restMinutes: number[] = [];
+    let firstAfterRestMs: number | null = null;
     if (rest && REST_S > 0) {
       await until('the retries to settle', settled);
       await sleep(SETTLE_MS);
@@ -263,14 +283,20 @@ async function run(path: 'worker' | 'node', rtt: number, rest: boolean): Promise
       const restEnd = Date.now() + REST_S * 1000;
       const doCounts: Record<string, number> = {};
       while (Date.now() < restEnd) {
+        const minuteStart = stats().roundTrips;
         await cron();
         await sleep(Math.min(5_000, restEnd - Date.now()));
         addCounts(doCounts, await doRequests());
         await sleep(Math.min(55_000, restEnd - Date.now()));
+        restMinutes.push(stats().roundTrips - minuteStart);
       }
       resting = await end(REST_S / 60, doCounts);
+      const t0 = performance.now();
+      const { id } = await call(app.url, '/v1/tasks', { url: `${target}/ok` });
+      await until('the first push after rest', () => (pushes.get(String(id))?.length ?? 0) >= 1, 30_000);
+      firstAfterRestMs = (pushes.get(String(id))?.[0]?.at ?? 0) - t0;
     }
-    return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle, rest: resting };
+    return { path, rtt, drainPerS, callMs, pushMs, retryLateMs, drain, idle, rest: resting, restMinutes, firstAfterRestMs };
   } finally {
     await app.close();
     await closeProxy();
@@ -328,7 +354,7 @@ for (const r of rows) {
   const both = (get: (p: Phase) => number, digits = f2) => `${digits(per(r.drain, get(r.drain)))} (${digits(per(r.idle, get(r.idle)))})`;
   const node = r.path === 'node';
   say(
-    `| ${node ? 'Node' : 'Worker'} | ${r.rtt} ms | ${f0(r.drainPerS)} | ${base ? f2(r.drainPerS / base.drainPerS) : '—'} | ` +
+    `| ${PATH_NAMES[r.path]} | ${r.rtt} ms | ${f0(r.drainPerS)} | ${base ? f2(r.drainPerS / base.drainPerS) : '—'} | ` +
       `${f1(percentile(r.callMs, 0.5))} / ${f1(percentile(r.callMs, 0.99))} | ${f1(percentile(r.pushMs, 0.5))} / ${f1(percentile(r.pushMs, 0.99))} | ` +
       `${f1(percentile(r.retryLateMs, 0.5))} / ${f1(Math.max(...r.retryLateMs))} | ${both((p) => p.counters.roundTrips)} | ` +
       `${both(
@@ -341,10 +367,10 @@ for (const r of rows) {
 }
 say();
 say('Durable Object requests by kind, per task, drain (idle):');
-for (const r of rows.filter((x) => x.path === 'worker')) {
+for (const r of rows.filter((x) => x.path !== 'node')) {
   const kinds = [...new Set([...Object.keys(r.drain.counters.doRequests), ...Object.keys(r.idle.counters.doRequests)])].sort();
   const per = (p: Phase, k: string) => f2((p.counters.doRequests[k] ?? 0) / p.tasks);
-  say(`- RTT ${r.rtt} ms: ${kinds.map((k) => `${k} ${per(r.drain, k)} (${per(r.idle, k)})`).join(', ')}`);
+  say(`- ${PATH_NAMES[r.path]}, RTT ${r.rtt} ms: ${kinds.map((k) => `${k} ${per(r.drain, k)} (${per(r.idle, k)})`).join(', ')}`);
 }
 for (const r of rows) {
   const columns: Array<[string, Phase]> = [
@@ -353,9 +379,7 @@ for (const r of rows) {
     ...(r.rest ? [['at rest, per minute', r.rest] as [string, Phase]] : []),
   ];
   say();
-  say(
-    `## Where the round trips go: ${r.path === 'node' ? 'Node' : 'Worker'}, RTT ${r.rtt} ms (traced at the ${r.path === 'node' ? 'relay' : 'stand-in'})`,
-  );
+  say(`## Where the round trips go: ${PATH_NAMES[r.path]}, RTT ${r.rtt} ms (traced at the ${r.path === 'worker' ? 'stand-in' : 'relay'})`);
   say();
   say(`| round trip | ${columns.map(([name]) => name).join(' | ')} | where |`);
   say(`|---|${columns.map(() => '--:|').join('')}---|`);
@@ -374,8 +398,12 @@ for (const r of rows) {
     const c = r.rest.counters;
     const perMin = (n: number) => f1(n / r.rest!.tasks);
     say(
+      `\nAt rest, minute by minute, round trips to Postgres: ${r.restMinutes.join(', ')}; the first task after it pushed ` +
+        `${f1(r.firstAfterRestMs ?? Number.NaN)} ms after its enqueue call.`,
+    );
+    say(
       `\nAt rest, per minute: ${perMin(c.connections)} connections, ${perMin(c.roundTrips)} round trips` +
-        (r.path === 'worker'
+        (r.path !== 'node'
           ? `, ${perMin(c.sqlRequests)} /sql requests, ${perMin(c.webSockets)} WebSockets, DO requests ${JSON.stringify(c.doRequests)}`
           : '') +
         '.',
