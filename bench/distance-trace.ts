@@ -10,12 +10,12 @@ export type Attribution = Record<string, { roundTrips: number; where: string; te
 
 /** Statement kinds, first match wins, with where in the code they are sent from. */
 const KINDS: Array<{ kind: string; test: RegExp; where: string }> = [
-  { kind: 'claim', test: /sluice\.claim\(/, where: 'dispatcher/run.ts claimAndPush → db/claim.ts taskClaimBatch' },
+  { kind: 'claim', test: /sluice\.claim\(/, where: 'dispatcher/run.ts claim → db/claim.ts taskClaimBatch' },
   { kind: 'settle', test: /insert into sluice\.attempts/, where: 'dispatcher/settler.ts Settler → db/settle.ts leaseSettleReport' },
   {
     kind: 'next-due probe',
     test: /extract\(epoch from least/,
-    where: 'dispatcher/run.ts (idle end) and due-watch.ts → db/due.ts nextDueInMs',
+    where: 'dispatcher/run.ts linger (or its end) and due-watch.ts → db/due.ts nextDueInMs',
   },
   {
     kind: 'reap',

@@ -16,6 +16,11 @@ export interface Db extends Queryable {
 /** A Db that must be closed when the invocation that opened it ends. */
 export interface OpenDb extends Db {
   close(): Promise<void>;
+  /**
+   * Opens a connection now, ahead of the first statement, where a pool can (the handshakes
+   * then overlap with whatever comes before that statement); never fails.
+   */
+  warm?(): void;
 }
 
 /** Statement texts sent as named prepared statements, with their names (`prepared`). */
@@ -96,6 +101,12 @@ export function poolDb(pool: PgPoolLike, options: { named?: boolean } = {}): Ope
         client.release(broken);
         throw error;
       }
+    },
+    warm() {
+      pool.connect().then(
+        (client) => client.release(),
+        () => {},
+      );
     },
     close: () => pool.end(),
   };

@@ -60,6 +60,12 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
   async wake(index: number): Promise<void> {
     this.#lastWakeMs = Date.now();
     this.#nudges.dispatchEvent(new Event(DUE_EVENT));
+    // A shard whose connection has closed opens one now: its handshakes overlap the alarm's
+    // start instead of delaying the first claim (the first task after a rest).
+    if (this.#db === null) {
+      this.#db = openDispatchDb(loadConfig(this.env));
+      this.#db.warm?.();
+    }
     if (this.#index !== index) {
       this.#index = index;
       await this.ctx.storage.put('index', index);
