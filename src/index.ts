@@ -46,7 +46,7 @@ export default {
     try {
       await Promise.all([
         dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
-        new Chores(db, config).runDue(Date.now()),
+        new Chores(config).runDue(db, Date.now()),
       ]);
     } finally {
       await db.close();

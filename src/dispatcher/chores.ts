@@ -28,24 +28,26 @@ export const CHORES: readonly Chore[] = [
   { name: 'counts', everyMs: () => COUNT_INTERVAL_MS, run: (db) => withDbRetry(() => taskCountsRefresh(db)) },
 ];
 
+/**
+ * The chores' turns. The database is given at each call, not kept: a Worker shard's connection
+ * closes between drains, and a chore must run on the one open now.
+ */
 export class Chores {
-  readonly #db: Queryable;
   readonly #config: Config;
   readonly #log: Pick<Console, 'error'>;
   /** When each chore may run next (epoch ms); absent = now. */
   readonly #next = new Map<ChoreName, number>();
   readonly #running = new Map<ChoreName, Promise<void>>();
 
-  constructor(db: Queryable, config: Config, log: Pick<Console, 'error'> = console) {
-    this.#db = db;
+  constructor(config: Config, log: Pick<Console, 'error'> = console) {
     this.#config = config;
     this.#log = log;
   }
 
-  /** Runs every chore (of `only`, if given) whose time has come; resolves when they are done. */
-  async runDue(nowMs: number, only?: readonly ChoreName[]): Promise<void> {
+  /** Runs on `db` every chore (of `only`, if given) whose time has come; resolves when they are done. */
+  async runDue(db: Queryable, nowMs: number, only?: readonly ChoreName[]): Promise<void> {
     const due = CHORES.filter((c) => (!only || only.includes(c.name)) && nowMs >= (this.#next.get(c.name) ?? 0));
-    await Promise.all(due.map((chore) => this.#run(chore, nowMs)));
+    await Promise.all(due.map((chore) => this.#run(db, chore, nowMs)));
   }
 
   /** Waits for the chores under way (closing). */
@@ -53,12 +55,12 @@ export class Chores {
     await Promise.all(this.#running.values());
   }
 
-  #run(chore: Chore, nowMs: number): Promise<void> {
+  #run(db: Queryable, chore: Chore, nowMs: number): Promise<void> {
     const running = this.#running.get(chore.name);
     if (running) return running;
     this.#next.set(chore.name, nowMs + chore.everyMs(this.#config));
     const run = chore
-      .run(this.#db, this.#config)
+      .run(db, this.#config)
       .then(
         () => {},
         (error: unknown) => this.#log.error(`sluice: the ${chore.name} chore failed`, error),

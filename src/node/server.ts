@@ -204,9 +204,9 @@ export async function startNodeSluice(options: {
   // cron and first pusher shard do the same), counts
   // for /metrics every 15 s (the cron's minute on the Worker), and counters a long run holds.
   // One count at a time: a slow one (a large table) is not joined by the next.
-  const chores = new Chores(dispatchDb, config);
+  const chores = new Chores(config);
   const doChores = () => {
-    if (!rest.resting()) void chores.runDue(Date.now());
+    if (!rest.resting()) void chores.runDue(dispatchDb, Date.now());
   };
   const timers = loop ? [setInterval(doChores, CHORE_TICK_MS), setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS)] : [];
   if (loop) doChores();

@@ -113,8 +113,8 @@ export class Pusher extends DurableObject<Env> implements PusherRpc {
       await (recruited as Promise<void> | null)?.catch((e: unknown) => console.error('sluice: waking a pusher shard failed', e));
     }
     if (index === 0) {
-      this.#chores ??= new Chores(this.#db, config);
-      await this.#chores.runDue(Date.now(), ['sweep']);
+      this.#chores ??= new Chores(config);
+      await this.#chores.runDue(this.#db, Date.now(), ['sweep']);
     }
     const scheduler = schedulerOf(this.env);
     if (report.more) {

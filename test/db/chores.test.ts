@@ -31,20 +31,20 @@ describe('Chores', () => {
   it('runs each chore when its interval has come, and not before', async () => {
     expect(CHORES.map((c) => c.name)).toEqual(['sweep', 'counts']);
     expect(sweepIntervalMs(config)).toBeGreaterThan(COUNT_INTERVAL_MS);
-    const chores = new Chores(t.db, config);
+    const chores = new Chores(config);
     const start = await statements();
-    await chores.runDue(0);
+    await chores.runDue(t.db, 0);
     const afterBoth = await statements();
     expect(afterBoth).toBeGreaterThan(start);
-    await chores.runDue(COUNT_INTERVAL_MS - 1);
+    await chores.runDue(t.db, COUNT_INTERVAL_MS - 1);
     expect(await statements()).toBe(afterBoth);
     // Counts come round first; the sweep at its own interval.
-    await chores.runDue(COUNT_INTERVAL_MS);
+    await chores.runDue(t.db, COUNT_INTERVAL_MS);
     const afterCounts = await statements();
     expect(afterCounts).toBeGreaterThan(afterBoth);
-    await chores.runDue(COUNT_INTERVAL_MS + 1);
+    await chores.runDue(t.db, COUNT_INTERVAL_MS + 1);
     expect(await statements()).toBe(afterCounts);
-    await chores.runDue(sweepIntervalMs(config), ['sweep']);
+    await chores.runDue(t.db, sweepIntervalMs(config), ['sweep']);
     expect(await statements()).toBeGreaterThan(afterCounts);
   });
 
@@ -52,12 +52,17 @@ describe('Chores', () => {
     const closed = openPgDb(t.url, 1);
     await closed.close();
     const errors: string[] = [];
-    const chores = new Chores(closed, config, { error: (message: string) => errors.push(message) });
-    await chores.runDue(0, ['counts']);
+    const chores = new Chores(config, { error: (message: string) => errors.push(message) });
+    await chores.runDue(closed, 0, ['counts']);
     expect(errors).toEqual(['sluice: the counts chore failed']);
-    await chores.runDue(1, ['counts']);
+    await chores.runDue(closed, 1, ['counts']);
     expect(errors).toHaveLength(1);
-    await chores.runDue(COUNT_INTERVAL_MS, ['counts']);
+    await chores.runDue(closed, COUNT_INTERVAL_MS, ['counts']);
     expect(errors).toHaveLength(2);
+    // Its next turn runs on the connection open then: a Worker shard's closes between drains.
+    const open = openPgDb(t.url, 1);
+    await chores.runDue(open, 2 * COUNT_INTERVAL_MS, ['counts']);
+    expect(errors).toHaveLength(2);
+    await open.close();
   });
 });
