@@ -67,7 +67,10 @@ const RUN_BUDGET_MS = 30_000;
  */
 const RUN_LINGER_MS = 1_000;
 
-/** The database's schema is not this version's (db/migrate.ts `schemaState`): nothing starts. */
+/**
+ * The database cannot serve this version (db/migrate.ts `schemaState`: its schema is missing or
+ * behind), or refuses the connection: nothing starts, and the start says why in one line.
+ */
 export class SchemaError extends Error {
   override name = 'SchemaError';
 }
@@ -103,7 +106,9 @@ export async function startNodeSluice(options: {
       return 'current' as const;
     }
     await Promise.all([db.close(), dispatchDb.close()]);
-    throw error;
+    // Refused, not passing (a user, a password, a database that does not exist): the operator's
+    // to fix in DATABASE_URL, said in one line.
+    throw new SchemaError(`DATABASE_URL: the database refused the connection: ${(error as Error).message}`);
   });
   if (state !== 'current') {
     await Promise.all([db.close(), dispatchDb.close()]);

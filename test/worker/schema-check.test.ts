@@ -26,10 +26,10 @@ afterAll(async () => {
 });
 
 /** Runs `npm run serve`'s program until it exits; its exit code and everything it printed. */
-async function serve(url: string): Promise<{ code: number | null; output: string }> {
+async function serve(url: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; output: string }> {
   const child = spawn(`${BIN}/node`, ['src/node/serve.ts'], {
     cwd: ROOT,
-    env: { ...process.env, ...testEnv(secrets, url), PORT: String(await freePort()), NO_COLOR: '1' },
+    env: { ...process.env, ...testEnv(secrets, url), PORT: String(await freePort()), NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -51,6 +51,25 @@ describe('on Node, serve', () => {
     expect(code).toBe(1);
     expect(output.trim().split('\n')).toEqual([
       expect.stringMatching(/^sluice: the database has no Sluice schema: run `npm run db:migrate`/),
+    ]);
+  });
+
+  it('refuses a database that refuses it (no user name, a wrong password) in one line naming DATABASE_URL', async () => {
+    // No user in the URL and none in the environment: what a shell with $USER empty gets.
+    const nameless = new URL(behind.url);
+    nameless.username = '';
+    nameless.password = '';
+    const unnamed = await serve(nameless.href, { USER: '', PGUSER: '', LOGNAME: '' });
+    expect(unnamed.code).toBe(1);
+    expect(unnamed.output.trim().split('\n')).toEqual([
+      expect.stringMatching(/^sluice: DATABASE_URL: the database refused the connection: /),
+    ]);
+    const wrong = new URL(behind.url);
+    wrong.password = 'not-the-password';
+    const refused = await serve(wrong.href);
+    expect(refused.code).toBe(1);
+    expect(refused.output.trim().split('\n')).toEqual([
+      expect.stringMatching(/^sluice: DATABASE_URL: the database refused the connection: password authentication failed/),
     ]);
   });
 
