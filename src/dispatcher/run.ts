@@ -86,6 +86,9 @@ export interface RunOptions {
   onBusy?: () => void;
 }
 
+/** A read of the next due time: `inMs` counted where it ran, answered at `atMs` (the run's clock). */
+type DueRead = { inMs: number | null; atMs: number };
+
 /** Task priority, then due time, then id: the order within a key, applied to one claim's tasks. */
 function bestFirst(a: LeasedTask, b: LeasedTask): number {
   return a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime() || Number(BigInt(a.id) - BigInt(b.id));
@@ -303,10 +306,10 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   };
 
   /** The last read of the next due time: `inMs` from `atMs` (this clock, when the answer came). */
-  let due: { inMs: number | null; atMs: number } | null = null;
+  let due: DueRead | null = null;
 
   /** Reads when the next thing comes due. */
-  const readDue = async (): Promise<{ inMs: number | null; atMs: number }> => {
+  const readDue = async (): Promise<DueRead> => {
     report.roundTrips++;
     const sentAt = now();
     const inMs = await withDbRetry(() => nextDueInMs(db));
@@ -355,7 +358,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
     for (;;) {
       if (stopped()) return false;
       if (freed) return true;
-      const known = due as { inMs: number | null; atMs: number } | null;
+      const known = due as DueRead | null;
       // `inMs` was counted where the read ran, a way back before its answer came (`atMs`); the
       // claim takes a way there: sent a round trip before, it arrives as the task comes due.
       const claimAt = known?.inMs == null || stalled ? Number.POSITIVE_INFINITY : known.atMs + known.inMs - 2 * oneWayMs();
@@ -459,7 +462,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
   report.more = !idle && !stopped();
   // The counters, beside the last read of the next due time (a lingering run's is fresh: it
   // ended with nothing written since).
-  const lingered = due as { inMs: number | null; atMs: number } | null;
+  const lingered = due as DueRead | null;
   await Promise.all([
     metering,
     idle && !stopped() && lingered === null
@@ -469,7 +472,7 @@ export async function dispatchRun(deps: DispatchDeps, options: RunOptions): Prom
       : null,
   ]);
   if (idle && !stopped()) {
-    const last = due as { inMs: number | null; atMs: number } | null;
+    const last = due as DueRead | null;
     report.nextDueInMs = last?.inMs == null ? null : Math.max(0, Math.ceil(last.inMs - (now() - last.atMs)));
   }
   return report;
