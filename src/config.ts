@@ -9,8 +9,8 @@ import { ConfigError, type FieldIssue } from './core/errors.ts';
 import { fieldIssues } from './core/issues.ts';
 import { DEFAULT_REST_AFTER_MS } from './core/rest.ts';
 import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
-import { FORWARD_ISSUER } from './sdk/protocol/signature.ts';
-import { webhookSecretBytes } from './sdk/protocol/webhook.ts';
+import { FORWARD_ISSUER } from './protocol/signature.ts';
+import { webhookSecretBytes } from './protocol/webhook.ts';
 import { type ApiKeyEntry, SCOPES } from './security/api-keys.ts';
 import { signingKeyProblems } from './security/keyring.ts';
 

@@ -4,7 +4,7 @@
  * - The OpenAPI document's answers are generated from these (responses.ts).
  * - The routes and views build values of their output types (`satisfies` / return types), so
  *   a route that adds, drops or retypes a field does not compile.
- * - The SDK's wire types (src/sdk/protocol/wire.ts) are written out by hand, so that the SDK
+ * - The SDK's wire types (src/protocol/wire.ts) are written out by hand, so that the SDK
  *   needs no zod; test/unit/wire.test.ts holds each of them equal to the type here.
  *
  * Requests have their own schemas, the ones the API validates with (schemas.ts).

@@ -4,7 +4,7 @@
  * second copy of either (responses.ts turns both into JSON Schema).
  */
 import { z } from 'zod';
-import { FORWARD_JWKS_PATH } from '../sdk/protocol/signature.ts';
+import { FORWARD_JWKS_PATH } from '../protocol/signature.ts';
 import * as answers from './answers.ts';
 import { answer, answerComponents, json, ref, scheduleRequest } from './responses.ts';
 import {

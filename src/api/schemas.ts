@@ -11,7 +11,7 @@ import { headerValueProblem, textProblem } from '../core/text.ts';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../core/trace.ts';
 import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
 import type { Callback, NewTask } from '../db/enqueue.ts';
-import { isReservedHeader } from '../sdk/protocol/headers.ts';
+import { isReservedHeader } from '../protocol/headers.ts';
 import { checkTarget } from '../security/targets.ts';
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

@@ -15,19 +15,19 @@ import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import { reapOverdue } from '../db/reap.ts';
 import { leaseEnding } from '../db/settle.ts';
+import { type PushDeps, pushTask } from '../push/push.ts';
+import { fetchTransport, type PushTransport } from '../push/transport.ts';
 import type { Keyring } from '../security/keyring.ts';
 import { DueWatch } from './due-watch.ts';
 import { fireDueSchedules } from './fire-schedules.ts';
 import { Meter } from './meter.ts';
 import { nextTurn } from './next-turn.ts';
 import { ClaimAhead, nextStep } from './pacing.ts';
-import { type PushDeps, pushTask } from './push.ts';
 import { outcomeRecorder } from './record.ts';
 import { emptyReport, type RunReport } from './report.ts';
 import { withDbRetry } from './retry-db.ts';
 import { Settler } from './settler.ts';
 import { systemTimers, type Timers } from './timers.ts';
-import { fetchTransport, type PushTransport } from './transport.ts';
 
 /** The event type a run listens for on `RunOptions.nudges`. */
 export const DUE_EVENT = 'due';
@@ -39,7 +39,7 @@ export interface DispatchDeps {
   /** The clock and timers of every reading of the time in the run (dispatcher/timers.ts). */
   timers?: Timers;
   random?: () => number;
-  /** How a push is sent; default `fetch` (dispatcher/transport.ts). */
+  /** How a push is sent; default `fetch` (push/transport.ts). */
   transport?: PushTransport;
   log?: Pick<Console, 'info' | 'warn' | 'error'>;
   /**

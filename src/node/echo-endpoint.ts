@@ -6,8 +6,8 @@
  */
 import { createServer } from 'node:http';
 import { createRemoteJWKSet } from 'jose';
-import { HEADERS } from '../sdk/protocol/headers.ts';
-import { verifyPush } from '../sdk/protocol/signature.ts';
+import { HEADERS } from '../protocol/headers.ts';
+import { verifyPush } from '../protocol/signature.ts';
 
 export interface RunningEndpoint {
   url: string;

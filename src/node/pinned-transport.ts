@@ -1,5 +1,5 @@
 /**
- * The push's transport on Node (dispatcher/transport.ts), with the target's address checked and
+ * The push's transport on Node (src/push/transport.ts), with the target's address checked and
  * pinned (docs/DESIGN.md §8): the name is resolved once, every address it resolves to must be
  * public (unless private targets are allowed), and the connection goes to that very address,
  * with the original Host header and TLS server name. So a public name that resolves to a
@@ -15,14 +15,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { LIMITS } from '../core/types.ts';
-import {
-  decodeChunks,
-  KEPT_HEADERS,
-  type PushAnswer,
-  type PushRequest,
-  type PushTransport,
-  UnsendableRequest,
-} from '../dispatcher/transport.ts';
+import { decodeChunks, KEPT_HEADERS, type PushAnswer, type PushRequest, type PushTransport, UnsendableRequest } from '../push/transport.ts';
 import { PrivateTargetError, privateAddressReason } from '../security/targets.ts';
 
 type Resolver = (hostname: string, options: { all: true }, callback: (error: Error | null, addresses: LookupAddress[]) => void) => void;

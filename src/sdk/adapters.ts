@@ -6,8 +6,9 @@
  * Deno, Hono, Next.js App Router route handlers) take `createHandler`'s function as it is.
  * Typed by shape, so the SDK depends on none of these frameworks.
  */
+
+import { fromBase64 } from '../protocol/encoding.ts';
 import { createHandler, type HandlerOptions, type TaskFunction } from './handler.ts';
-import { fromBase64 } from './protocol/encoding.ts';
 
 /** What an Express or `node:http` request is, for a receiver: its head, and its body unread or raw. */
 export interface NodeRequestLike extends AsyncIterable<Uint8Array> {

@@ -2,7 +2,7 @@
  * The Sluice API client. Web-standard `fetch` only: runs on Node ≥ 22, Bun, Deno and Workers
  * (not in browsers: the API sends no CORS headers).
  */
-import { SluiceApiError } from './errors.ts';
+
 import type {
   ConcurrencyView,
   EnqueuedRef,
@@ -16,7 +16,8 @@ import type {
   TaskList,
   TaskStatus,
   TaskView,
-} from './protocol/wire.ts';
+} from '../protocol/wire.ts';
+import { SluiceApiError } from './errors.ts';
 
 export interface ClientOptions {
   /** Sluice's base URL, e.g. `https://sluice.example.workers.dev`. */

@@ -12,9 +12,10 @@
  * In both, `NonRetriableError` ends the task `dead`, and `RetryAfterError` asks to be tried
  * again later without using an attempt.
  */
+
+import { HEADERS } from '../protocol/headers.ts';
+import { SignatureError } from '../protocol/signature.ts';
 import { NonRetriableError, RetryAfterError } from './errors.ts';
-import { HEADERS } from './protocol/headers.ts';
-import { SignatureError } from './protocol/signature.ts';
 import { createReceiver, type Push, type ReceiverOptions } from './receiver.ts';
 
 export interface TaskContext {

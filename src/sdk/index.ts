@@ -1,5 +1,8 @@
 /** Sluice's SDK: the API client, the push receiver, and the task handler. Web-standard only. */
 
+export { HEADERS } from '../protocol/headers.ts';
+export { type PushClaims, type SignatureCheck, SignatureError, verifyPush } from '../protocol/signature.ts';
+export type * from '../protocol/wire.ts';
 export {
   type FastifyScopeLike,
   type LambdaEvent,
@@ -20,7 +23,4 @@ export {
   type TaskFunction,
   type Waiting,
 } from './handler.ts';
-export { HEADERS } from './protocol/headers.ts';
-export { type PushClaims, type SignatureCheck, SignatureError, verifyPush } from './protocol/signature.ts';
-export type * from './protocol/wire.ts';
 export { createReceiver, type Push, type Receiver, type ReceiverOptions } from './receiver.ts';

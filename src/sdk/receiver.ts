@@ -7,8 +7,8 @@
  * refused unless the receiver is made with `acceptForwarded` (in development).
  */
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
-import { HEADERS } from './protocol/headers.ts';
-import { claimedIssuer, FORWARD_ISSUER, FORWARD_JWKS_PATH, SignatureError, verifyPush } from './protocol/signature.ts';
+import { HEADERS } from '../protocol/headers.ts';
+import { claimedIssuer, FORWARD_ISSUER, FORWARD_JWKS_PATH, SignatureError, verifyPush } from '../protocol/signature.ts';
 
 export interface ReceiverOptions {
   /** Sluice's base URL; the JWKS is fetched from `<sluiceUrl>/.well-known/jwks.json`. */

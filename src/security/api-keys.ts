@@ -2,7 +2,7 @@
  * API keys: `Authorization: Bearer <key>`. Sluice stores only SHA-256 hashes (in
  * `SLUICE_API_KEYS`), compares them in constant time, and grants each key its scopes.
  */
-import { base64url, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
+import { base64url, timingSafeEqual, utf8 } from '../protocol/encoding.ts';
 
 export const SCOPES = ['tasks:write', 'tasks:read', 'tasks:pull', 'metrics:read', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];

@@ -14,8 +14,8 @@
 import { hkdf } from '@noble/hashes/hkdf.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { JWK } from 'jose';
-import { fromBase64, utf8 } from '../sdk/protocol/encoding.ts';
-import type { SigningKey } from '../sdk/protocol/signature.ts';
+import { fromBase64, utf8 } from '../protocol/encoding.ts';
+import type { SigningKey } from '../protocol/signature.ts';
 
 /** A signing key's forwarding counterpart: the key that signs, and its public JWK. */
 export interface ForwardKey {

@@ -4,7 +4,7 @@
  * (or previous) key during a rotation.
  */
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, type JWK, type JWTVerifyGetKey } from 'jose';
-import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../sdk/protocol/signature.ts';
+import { SIGNATURE_ALGORITHMS, type SignatureAlgorithm, type SigningKey } from '../protocol/signature.ts';
 import { deriveForwardKey } from './forwarding.ts';
 import { deriveLeaseKey } from './lease-token.ts';
 

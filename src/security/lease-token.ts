@@ -15,7 +15,7 @@ import { hkdf } from '@noble/hashes/hkdf.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { type JWTVerifyGetKey, jwtVerify } from 'jose';
-import { base64url, fromBase64, timingSafeEqual, utf8 } from '../sdk/protocol/encoding.ts';
+import { base64url, fromBase64, timingSafeEqual, utf8 } from '../protocol/encoding.ts';
 
 /**
  * What lease tokens need of the keyring (security/keyring.ts, which derives `leaseKeys` with

@@ -4,7 +4,7 @@
  * gets its own secret derived from it, so a receiver that can verify its own pushes cannot forge
  * pushes to any other endpoint. (The JWS signature, bound to the URL, is the default anyway.)
  */
-import { base64 } from '../sdk/protocol/encoding.ts';
+import { base64 } from '../protocol/encoding.ts';
 
 /** The endpoint a URL belongs to: origin and path; the query may differ from task to task. */
 export function webhookEndpoint(url: string): string {

@@ -14,8 +14,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
+import { signPush } from '../../src/protocol/signature.ts';
 import { HEADERS, SluiceClient } from '../../src/sdk/index.ts';
-import { signPush } from '../../src/sdk/protocol/signature.ts';
 import { generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';
@@ -184,13 +184,15 @@ describe('the packed SDK', () => {
     const installed = join(work, 'node/node_modules', manifest.name);
     const files = await filesIn(installed);
     expect(files).toContain('README.md');
-    expect(files).toContain('dist/index.js');
+    expect(files).toContain('dist/sdk/index.js');
+    // The wire protocol the SDK shares with the server is built beside it (src/protocol).
+    expect(files).toContain('dist/protocol/signature.js');
     expect(files).toContain('LICENSE');
     expect(await readFile(join(installed, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n\nCopyright \(c\) 2026 the Sluice authors\n/);
     for (const file of files) expect(file).toMatch(/^(package\.json|README\.md|LICENSE|dist\/[\w/-]+\.(js|d\.ts))$/);
     // TypeScript reads the first condition that matches: `types` must come before `import`;
     // `default` serves require() (and any other condition).
-    expect(manifest.exports['.']).toEqual({ types: './dist/index.d.ts', import: './dist/index.js', default: './dist/index.js' });
+    expect(manifest.exports['.']).toEqual({ types: './dist/sdk/index.d.ts', import: './dist/sdk/index.js', default: './dist/sdk/index.js' });
     // Ranges, so a project's own jose or @noble/hashes of the same major is shared, not doubled.
     for (const range of Object.values(manifest.dependencies)) expect(range).toMatch(/^\^\d+\.\d+\.\d+$/);
     const modules = files.filter((f) => f.endsWith('.js'));

@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { createLocalJWKSet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
-import { verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { verifyPush } from '../../src/protocol/signature.ts';
 import { loadKeyring } from '../../src/security/keyring.ts';
 import { makeSecrets, type TestSecrets, testEnv } from '../helpers/config.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.ts';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { base64, base64url, fromBase64, sha256Base64url } from '../../src/sdk/protocol/encoding.ts';
+import { base64, base64url, fromBase64, sha256Base64url } from '../../src/protocol/encoding.ts';
 
 const webCryptoHash = async (bytes: Uint8Array<ArrayBuffer>) => base64url(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes)));
 

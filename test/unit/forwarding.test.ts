@@ -5,9 +5,10 @@
 import { createLocalJWKSet, decodeProtectedHeader } from 'jose';
 import { describe, expect, it } from 'vitest';
 import type { LeasedTask } from '../../src/core/types.ts';
-import { pushTask, signedRequest } from '../../src/dispatcher/push.ts';
-import { FORWARD_ISSUER, SignatureError, verifyPush } from '../../src/sdk/protocol/signature.ts';
-import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { FORWARD_ISSUER, SignatureError, verifyPush } from '../../src/protocol/signature.ts';
+import { verifyWebhook, webhookSecretBytes } from '../../src/protocol/webhook.ts';
+import { pushTask } from '../../src/push/push.ts';
+import { signedRequest } from '../../src/push/sign.ts';
 import { createReceiver } from '../../src/sdk/receiver.ts';
 import { forwardTargetProblem } from '../../src/security/forwarding.ts';
 import { generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';

@@ -1,9 +1,9 @@
 /** The handler's lease mode against a recorded lease API: heartbeats, endings, error mapping. */
 import { beforeAll, describe, expect, it } from 'vitest';
+import { utf8 } from '../../src/protocol/encoding.ts';
+import { HEADERS } from '../../src/protocol/headers.ts';
+import { signPush } from '../../src/protocol/signature.ts';
 import { createHandler, NonRetriableError, RetryAfterError } from '../../src/sdk/index.ts';
-import { utf8 } from '../../src/sdk/protocol/encoding.ts';
-import { HEADERS } from '../../src/sdk/protocol/headers.ts';
-import { signPush } from '../../src/sdk/protocol/signature.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 
 const URL_ = 'https://hooks.example.com/long';

@@ -1,6 +1,6 @@
 import { SignJWT } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { base64url, fromBase64, utf8 } from '../../src/sdk/protocol/encoding.ts';
+import { base64url, fromBase64, utf8 } from '../../src/protocol/encoding.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 import { signLeaseToken, verifyLeaseToken } from '../../src/security/lease-token.ts';
 

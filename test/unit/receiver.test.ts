@@ -1,8 +1,8 @@
 /** The receiver against tampered pushes: each is refused, naming the check that failed. */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { utf8 } from '../../src/sdk/protocol/encoding.ts';
-import { HEADERS } from '../../src/sdk/protocol/headers.ts';
-import { type SignatureCheck, SignatureError, signPush } from '../../src/sdk/protocol/signature.ts';
+import { utf8 } from '../../src/protocol/encoding.ts';
+import { HEADERS } from '../../src/protocol/headers.ts';
+import { type SignatureCheck, SignatureError, signPush } from '../../src/protocol/signature.ts';
 import { createReceiver } from '../../src/sdk/receiver.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 

@@ -1,8 +1,8 @@
 import { createLocalJWKSet } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { withSyncSigning } from '../../src/node/sync-signing.ts';
-import { utf8 } from '../../src/sdk/protocol/encoding.ts';
-import { type SignatureCheck, SignatureError, type SignPushInput, signPush, verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { utf8 } from '../../src/protocol/encoding.ts';
+import { type SignatureCheck, SignatureError, type SignPushInput, signPush, verifyPush } from '../../src/protocol/signature.ts';
 import { generateSigningJwk, type Keyring, loadKeyring } from '../../src/security/keyring.ts';
 
 const NOW = Date.parse('2026-11-21T12:00:00Z');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { webhookSecretBytes } from '../../src/protocol/webhook.ts';
 import { endpointWebhookSecret, webhookEndpoint } from '../../src/security/webhook-secrets.ts';
 
 const master = webhookSecretBytes('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { signWebhook, verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { signWebhook, verifyWebhook, webhookSecretBytes } from '../../src/protocol/webhook.ts';
 
 // The example from the Standard Webhooks specification.
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';

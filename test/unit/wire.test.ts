@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import type * as answers from '../../src/api/answers.ts';
 import { openApiDocument } from '../../src/api/openapi.ts';
 import { enqueueSchema, type overridePatchSchema } from '../../src/api/schemas.ts';
-import type * as wire from '../../src/sdk/protocol/wire.ts';
+import type * as wire from '../../src/protocol/wire.ts';
 
 type Answer<T extends z.ZodType> = z.output<T>;
 

@@ -6,7 +6,7 @@
  */
 import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { verifyPush } from '../../src/protocol/signature.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import type { ReceivedPush } from '../helpers/endpoint.ts';
 import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';

@@ -6,8 +6,8 @@
  */
 import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { SignatureError, verifyPush } from '../../src/sdk/protocol/signature.ts';
-import { verifyWebhook, webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { SignatureError, verifyPush } from '../../src/protocol/signature.ts';
+import { verifyWebhook, webhookSecretBytes } from '../../src/protocol/webhook.ts';
 import { createReceiver } from '../../src/sdk/receiver.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { endpointWebhookKey } from '../../src/security/webhook-secrets.ts';

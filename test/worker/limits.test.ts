@@ -1,7 +1,7 @@
 /** Limits set by wrangler vars, and the queue API, through the real Worker in workerd. */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { RunningWorker } from '../../src/node/worker-runtime.ts';
-import { webhookSecretBytes } from '../../src/sdk/protocol/webhook.ts';
+import { webhookSecretBytes } from '../../src/protocol/webhook.ts';
 import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
 import { endpointWebhookSecret } from '../../src/security/webhook-secrets.ts';
 import type { TestSecrets } from '../helpers/config.ts';

@@ -7,7 +7,7 @@ import { createRemoteJWKSet } from 'jose';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { type RunningWorker, startWorker } from '../../src/node/worker-runtime.ts';
-import { verifyPush } from '../../src/sdk/protocol/signature.ts';
+import { verifyPush } from '../../src/protocol/signature.ts';
 import type { TestSecrets } from '../helpers/config.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import { emptyTables } from '../helpers/db.ts';

@@ -15,7 +15,7 @@ import { hkdf } from '@noble/hashes/hkdf.js';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import type { JWK } from 'jose';
-import { base64url, fromBase64, timingSafeEqual, utf8 } from '../../sdk/protocol/encoding.ts';
+import { base64url, fromBase64, timingSafeEqual, utf8 } from '../../protocol/encoding.ts';
 import type { ApiKeyEntry } from '../../security/api-keys.ts';
 
 export const SESSION_COOKIE = 'sluice_session';

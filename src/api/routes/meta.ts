@@ -1,7 +1,7 @@
 /** Unauthenticated endpoints: health, the public signing keys, the OpenAPI document and its page. */
 import { Hono } from 'hono';
 import { type SchemaState, schemaProblem, schemaState } from '../../db/migrate.ts';
-import { FORWARD_JWKS_PATH } from '../../sdk/protocol/signature.ts';
+import { FORWARD_JWKS_PATH } from '../../protocol/signature.ts';
 import type { Answer, health } from '../answers.ts';
 import type { AppEnv } from '../context.ts';
 import { openApiDocument } from '../openapi.ts';

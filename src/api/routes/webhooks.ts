@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { ConflictError, ValidationError } from '../../core/errors.ts';
-import { FORWARD_ISSUER, FORWARD_JWKS_PATH } from '../../sdk/protocol/signature.ts';
+import { FORWARD_ISSUER, FORWARD_JWKS_PATH } from '../../protocol/signature.ts';
 import { forwardTargetProblem } from '../../security/forwarding.ts';
 import { endpointWebhookSecret, forwardWebhookSecret, webhookEndpoint } from '../../security/webhook-secrets.ts';
 import type { Answer, forwarding, webhookSecret } from '../answers.ts';

@@ -9,10 +9,10 @@
 import { classifyPush } from '../../core/outcome.ts';
 import { storable, truncate } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
-import { exchange } from '../../dispatcher/push.ts';
-import { fetchTransport } from '../../dispatcher/transport.ts';
-import { utf8 } from '../../sdk/protocol/encoding.ts';
-import type { HttpMethod } from '../../sdk/protocol/wire.ts';
+import { utf8 } from '../../protocol/encoding.ts';
+import type { HttpMethod } from '../../protocol/wire.ts';
+import { exchange } from '../../push/push.ts';
+import { fetchTransport } from '../../push/transport.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import type { Command, Context } from '../context.ts';
 import { seg } from '../context.ts';
@@ -167,7 +167,7 @@ class Listener {
     const api = this.#c.api.detached();
     const started = Date.now();
     const leaseLeftMs = Date.parse(task.lease.expires_at) - Date.now() - LEASE_MARGIN_MS;
-    // The exchange a pusher makes (dispatcher/push.ts), which Ctrl-C cuts short too.
+    // The exchange a pusher makes (src/push/push.ts), which Ctrl-C cuts short too.
     const result = await exchange(
       {
         url: task.push.url,

@@ -4,7 +4,7 @@
  * every claim and settle a write, so tail composes what exists: the newest-first listing finds
  * new tasks, and the tasks it follows are re-read from the same pages (older ones one by one).
  */
-import type { TaskDetail, TaskList, TaskStatus, TaskView } from '../../sdk/protocol/wire.ts';
+import type { TaskDetail, TaskList, TaskStatus, TaskView } from '../../protocol/wire.ts';
 import { Interrupted } from '../api.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import type { Command, Context } from '../context.ts';

@@ -1,5 +1,5 @@
 /** `sluice tasks list | get | retry | cancel | enqueue`. */
-import type { EnqueuedTask, EnqueueRequest, TaskDetail, TaskList, TaskView } from '../../sdk/protocol/wire.ts';
+import type { EnqueuedTask, EnqueueRequest, TaskDetail, TaskList, TaskView } from '../../protocol/wire.ts';
 import { intFlag, type Parsed, stringFlag } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';

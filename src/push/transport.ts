@@ -9,7 +9,7 @@
  * transport that knows whether a connection was ever made says so in `sent` (push.ts).
  */
 import { LIMITS } from '../core/types.ts';
-import { HEADERS } from '../sdk/protocol/headers.ts';
+import { HEADERS } from '../protocol/headers.ts';
 
 export interface PushRequest {
   url: string;
