@@ -7,6 +7,7 @@ import type { JWK } from 'jose';
 import { z } from 'zod';
 import { ConfigError, type FieldIssue } from './core/errors.ts';
 import { fieldIssues } from './core/issues.ts';
+import { pickQueueSettings, type QueueLimits, queueLimitsSchema } from './core/queue-settings.ts';
 import { DEFAULT_REST_AFTER_MS } from './core/rest.ts';
 import { type Backoff, DEFAULT_LEASE_MS, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, LIMITS } from './core/types.ts';
 import { FORWARD_ISSUER } from './protocol/signature.ts';
@@ -25,52 +26,6 @@ export const backoffSchema = z
     jitter: z.number().min(0).max(1).optional(),
   })
   .strict();
-
-/** A rate limit: at most `limit` pushes in any window of `period_ms` (a sliding window). */
-export const rateSchema = z
-  .object({
-    limit: z.number().int().min(1).max(1_000_000),
-    period_ms: z.number().int().min(1).max(LIMITS.maxRatePeriodMs),
-  })
-  .strict();
-
-/**
- * A queue's or its keys' rate (`rate`, `key_rate`), which may carry `burst`: then a token bucket
- * (0017_rate_burst.sql), up to `burst` at once, refilling at `limit` per `period_ms`, instead of
- * the sliding window. A task's `rate_limit` takes no burst.
- */
-export const queueRateSchema = rateSchema.extend({ burst: z.number().int().min(1).max(1_000_000).optional() }).strict();
-
-/** The queue settings a claim reads; each can be overridden at run time (PUT /v1/queues/:queue). */
-export const queueLimitsSchema = z
-  .object({
-    /** Leased tasks in the queue at once. */
-    concurrency: z.number().int().min(1).max(1_000_000).optional(),
-    /** Leased tasks per concurrency key at once (a key's default limit). */
-    key_concurrency: z.number().int().min(1).max(1_000_000).optional(),
-    /** Between queues: lower is claimed first. */
-    priority: z.number().int().min(-1_000_000).max(1_000_000).optional(),
-    paused: z.boolean().optional(),
-    /** Pushes of the queue per period. */
-    rate: queueRateSchema.optional(),
-    /** Pushes per concurrency key per period (a key's default rate). */
-    key_rate: queueRateSchema.optional(),
-    /**
-     * Limits that learn (AIMD): the queue's and its keys' limits become ceilings, lowered by a
-     * quarter on an overload answer (429, 503, a refused connection), raised by one after a
-     * window of successes.
-     */
-    adaptive: z.boolean().optional(),
-    /** The lowest limit an adaptive queue's levels learn (default 1); the configured limits stay the highest. */
-    adaptive_min: z.number().int().min(1).max(1_000_000).optional(),
-    /**
-     * Consumed by pulling (POST /v1/queues/:queue/lease), not pushed: its tasks need no url, and
-     * the dispatcher leaves them to the consumers.
-     */
-    pull: z.boolean().optional(),
-  })
-  .strict();
-export type QueueLimits = z.infer<typeof queueLimitsSchema>;
 
 /** A body field path such as `customer_id` or `customer.id`. */
 const KEY_FROM_PATTERN = /^[^.\s]+(\.[^.\s]+)*$/;
@@ -418,19 +373,7 @@ export function adaptiveQueues(config: Config): string[] {
 /** The environment's claim-time queue settings, as the claim statement takes them. */
 export function claimQueuesJson(config: Config): string {
   const out: Record<string, QueueLimits> = {};
-  for (const [name, q] of Object.entries(config.queues)) {
-    out[name] = {
-      concurrency: q.concurrency,
-      key_concurrency: q.key_concurrency,
-      priority: q.priority,
-      paused: q.paused,
-      rate: q.rate,
-      key_rate: q.key_rate,
-      adaptive: q.adaptive,
-      adaptive_min: q.adaptive_min,
-      pull: q.pull,
-    };
-  }
+  for (const [name, q] of Object.entries(config.queues)) out[name] = pickQueueSettings(q);
   return JSON.stringify(out);
 }
 

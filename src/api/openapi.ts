@@ -3,7 +3,9 @@
  * the zod schemas the API validates with, its answers from the zod schemas of answers.ts: no
  * second copy of either (responses.ts turns both into JSON Schema).
  */
+
 import { z } from 'zod';
+import { queueSettingsPatchSchema } from '../core/queue-settings.ts';
 import { FORWARD_JWKS_PATH } from '../protocol/signature.ts';
 import * as answers from './answers.ts';
 import { answer, answerComponents, json, ref, scheduleRequest } from './responses.ts';
@@ -15,7 +17,6 @@ import {
   heartbeatSchema,
   keyLimitSchema,
   listQuerySchema,
-  overridePatchSchema,
   pullSchema,
   releaseSchema,
   scheduleListQuerySchema,
@@ -122,7 +123,7 @@ export function openApiDocument(): object {
     components: {
       schemas: {
         EnqueueRequest: json(enqueueSchema),
-        QueueOverride: json(overridePatchSchema),
+        QueueOverride: json(queueSettingsPatchSchema),
         ScheduleRequest: scheduleRequest(),
         ...answerComponents(),
       },

@@ -9,12 +9,14 @@ import { fieldIssues } from '../core/issues.ts';
 import {
   bucketRoom,
   type EffectiveQueueLimits,
+  learntLimit,
   type Rate,
   resolveKeyLimit,
   resolveKeyRate,
   resolveQueueLimits,
   type Source,
 } from '../core/limits.ts';
+import { queueSettingsPatchSchema } from '../core/queue-settings.ts';
 import { textProblem } from '../core/text.ts';
 import { LIMITS } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
@@ -36,7 +38,7 @@ import {
 } from '../db/queues.ts';
 import type { QueueAnswer } from './answers.ts';
 import type { AppEnv } from './context.ts';
-import { keyLimitSchema, overridePatchSchema } from './schemas.ts';
+import { keyLimitSchema } from './schemas.ts';
 
 /** What an operation needs of a request: the config, the database, and the dispatcher poke. */
 export type OpsContext = Pick<AppEnv['Variables'], 'config' | 'db' | 'poke'>;
@@ -129,12 +131,6 @@ export interface ConcurrencyPicture {
   keyless: SlotHolder[];
 }
 
-/** The limit the claim applies (`sluice.learnt_limit`, migrations/functions/claim.sql: the same rule). */
-function effectiveLimit(limit: number | null, floor: number | null, learnt: Learnt | undefined, waiting: number): number | null {
-  if (floor === null || learnt?.effective == null) return limit;
-  return Math.min(limit ?? learnt.effective, Math.max(learnt.effective, floor, waiting + 1));
-}
-
 export async function concurrencyPicture(config: Config, db: Db, name: string): Promise<ConcurrencyPicture> {
   const [override, snapshot] = await Promise.all([queueOverride(db, name), concurrencySnapshot(db, name)]);
   const limits = resolveQueueLimits(config.queues[name], override?.settings ?? null);
@@ -148,8 +144,9 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
   const learntKeys = [...snapshot.learnt.keys()].filter((k) => k !== '*');
   const keys = [...new Set([...byKey.keys(), ...snapshot.keyLimits.keys(), ...waitingKeys, ...learntKeys])].sort();
   const adaptive = limits.adaptive.value;
-  // The floor an adaptive queue's learnt limits keep (null: the queue is not adaptive).
-  const floor = adaptive ? limits.adaptiveMin.value : null;
+  // What a level learnt counts only on an adaptive queue, as in the claim.
+  const learnt = (level: string) => (adaptive ? (snapshot.learnt.get(level)?.effective ?? null) : null);
+  const floor = limits.adaptiveMin.value;
   const queueWaiting = snapshot.waiting.filter((w) => !w.lentQueue).length;
   // A window's grants inside their period; a bucket's tokens taken (burst less what it holds).
   const rateUsed = (rate: Rate | null, key: string) =>
@@ -166,7 +163,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
       limit: limits.concurrency.value,
       source: limits.concurrency.source,
       active: snapshot.holders.length,
-      effective: effectiveLimit(limits.concurrency.value, floor, snapshot.learnt.get('*'), queueWaiting),
+      effective: learntLimit(limits.concurrency.value, learnt('*'), floor, queueWaiting),
       learnt: snapshot.learnt.get('*') ?? null,
       paused: limits.paused.value,
       rate: { ...limits.rate, used: rateUsed(limits.rate.value, '*') },
@@ -183,7 +180,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
         limit: limit.value,
         source: limit.source,
         active: holders.length,
-        effective: effectiveLimit(limit.value, floor, snapshot.learnt.get(key), waiting),
+        effective: learntLimit(limit.value, learnt(key), floor, waiting),
         learnt: snapshot.learnt.get(key) ?? null,
         rate: { ...rate, used: rateUsed(rate.value, key) },
         waiting,
@@ -196,7 +193,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
 
 /** PUT /v1/queues/:queue: the fields given are overridden; `null` removes an override; others stay. */
 export async function patchQueue(ops: OpsContext, name: string, patch: unknown): Promise<QueueView> {
-  const parsed = overridePatchSchema.safeParse(patch);
+  const parsed = queueSettingsPatchSchema.safeParse(patch);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   await queueOverridePatch(ops.db, name, parsed.data);
   ops.poke();

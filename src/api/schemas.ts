@@ -3,9 +3,10 @@
  * that turns a valid enqueue request into a `NewTask` with every default resolved.
  */
 import { z } from 'zod';
-import { backoffSchema, type Config, NAME_PATTERN, queueDefaults, queueLimitsSchema, queueRateSchema, rateSchema } from '../config.ts';
+import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
 import type { FieldIssue } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
+import { rateSchema } from '../core/queue-settings.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { headerValueProblem, textProblem } from '../core/text.ts';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../core/trace.ts';
@@ -423,21 +424,6 @@ export function keyFromBody(body: unknown, keyFrom: string | null): string | nul
   if (value === undefined || value === null) return '';
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
-
-/** A run-time queue override (PUT /v1/queues/:queue): a patch, where null removes a field. */
-export const overridePatchSchema = z
-  .object({
-    concurrency: queueLimitsSchema.shape.concurrency.unwrap().nullable().optional(),
-    key_concurrency: queueLimitsSchema.shape.key_concurrency.unwrap().nullable().optional(),
-    priority: queueLimitsSchema.shape.priority.unwrap().nullable().optional(),
-    paused: z.boolean().nullable().optional(),
-    rate: queueRateSchema.nullable().optional(),
-    key_rate: queueRateSchema.nullable().optional(),
-    adaptive: z.boolean().nullable().optional(),
-    adaptive_min: queueLimitsSchema.shape.adaptive_min.unwrap().nullable().optional(),
-    pull: z.boolean().nullable().optional(),
-  })
-  .strict();
 
 /** A run-time key limit (PUT /v1/queues/:queue/keys/:key). */
 export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();

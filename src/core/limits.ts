@@ -4,6 +4,7 @@
  * (migrations/functions/claim.sql) applies the same precedence inside Postgres, atomically; the
  * API uses these to show it.
  */
+import { QUEUE_SETTINGS, type QueueLimits, type QueueSettingName } from './queue-settings.ts';
 
 /** Where a value in force comes from. */
 export type Source = 'override' | 'env' | 'task' | 'default';
@@ -24,17 +25,7 @@ export interface Rate {
 }
 
 /** The claim-time settings of a queue, as given by the environment or a run-time override. */
-export interface QueueLimitSettings {
-  concurrency?: number | undefined;
-  key_concurrency?: number | undefined;
-  priority?: number | undefined;
-  paused?: boolean | undefined;
-  rate?: Rate | undefined;
-  key_rate?: Rate | undefined;
-  adaptive?: boolean | undefined;
-  adaptive_min?: number | undefined;
-  pull?: boolean | undefined;
-}
+export type QueueLimitSettings = QueueLimits;
 
 export interface EffectiveQueueLimits {
   concurrency: Resolved<number | null>;
@@ -51,24 +42,36 @@ export interface EffectiveQueueLimits {
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
 export function resolveQueueLimits(env: QueueLimitSettings | undefined, override: QueueLimitSettings | null): EffectiveQueueLimits {
-  function pick<T>(field: keyof QueueLimitSettings, fallback: T): Resolved<T> {
+  function pick<T>(field: QueueSettingName): Resolved<T> {
     const o = override?.[field];
     if (o !== undefined && o !== null) return { value: o as T, source: 'override' };
     const e = env?.[field];
     if (e !== undefined && e !== null) return { value: e as T, source: 'env' };
-    return { value: fallback, source: 'default' };
+    return { value: QUEUE_SETTINGS[field].fallback as T, source: 'default' };
   }
   return {
-    concurrency: pick<number | null>('concurrency', null),
-    keyConcurrency: pick<number | null>('key_concurrency', null),
-    priority: pick('priority', 0),
-    paused: pick('paused', false),
-    rate: pick<Rate | null>('rate', null),
-    keyRate: pick<Rate | null>('key_rate', null),
-    adaptive: pick('adaptive', false),
-    adaptiveMin: pick('adaptive_min', 1),
-    pull: pick('pull', false),
+    concurrency: pick('concurrency'),
+    keyConcurrency: pick('key_concurrency'),
+    priority: pick('priority'),
+    paused: pick('paused'),
+    rate: pick('rate'),
+    keyRate: pick('key_rate'),
+    adaptive: pick('adaptive'),
+    adaptiveMin: pick('adaptive_min'),
+    pull: pick('pull'),
   };
+}
+
+/**
+ * The limit a claim applies at a level (`sluice.learnt_limit`, migrations/functions/claim.sql:
+ * the same rule and arguments, held together by test/db/limit-precedence.test.ts). `learnt` is
+ * what an adaptive queue's level learnt (null when the queue is not adaptive, or learnt nothing):
+ * then the configured limit holds; else the learnt one, never above the configured limit, nor
+ * below the queue's `adaptive_min` or what waiting tasks already hold plus one.
+ */
+export function learntLimit(limit: number | null, learnt: number | null, floor: number, waiting: number): number | null {
+  if (learnt === null) return limit;
+  return Math.min(limit ?? learnt, Math.max(learnt, floor, waiting + 1));
 }
 
 /** A key's rate: the one its first task gave (`rate_limit`), else the queue's `key_rate`. */

@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveKeyLimit, resolveQueueLimits } from '../../src/core/limits.ts';
+import { learntLimit, resolveKeyLimit, resolveQueueLimits } from '../../src/core/limits.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { keyLimitPut, queueOverridePatch } from '../../src/db/queues.ts';
@@ -76,5 +76,24 @@ describe('limit precedence', () => {
       ),
       { numRuns: 40 },
     );
+  });
+});
+
+describe('the limit an adaptive level learnt', () => {
+  it('is the same in the claim (sluice.learnt_limit) and in the API (core/limits.ts learntLimit)', async () => {
+    const arg = fc.option(fc.integer({ min: 1, max: 50 }), { nil: null });
+    // The claim's floor is never null: `adaptive_min`, 1 unless set.
+    const cases = fc.sample(fc.tuple(arg, arg, fc.integer({ min: 1, max: 50 }), fc.integer({ min: 0, max: 60 })), 300);
+    // One statement for every case: a round trip each would make the check slow, not stronger.
+    const rows = await t.db.query<{ n: number; limit: number | null }>(
+      `select c.n::integer as n, sluice.learnt_limit(c.l, c.learnt, c.floor, c.waiting) as limit
+       from unnest($1::integer[], $2::integer[], $3::integer[], $4::integer[]) with ordinality as c(l, learnt, floor, waiting, n)
+       order by c.n`,
+      [cases.map((c) => c[0]), cases.map((c) => c[1]), cases.map((c) => c[2]), cases.map((c) => c[3])],
+    );
+    expect(rows).toHaveLength(cases.length);
+    for (const [i, [limit, learnt, floor, waiting]] of cases.entries()) {
+      expect(learntLimit(limit, learnt, floor, waiting), JSON.stringify({ limit, learnt, floor, waiting })).toBe(rows[i]!.limit);
+    }
   });
 });

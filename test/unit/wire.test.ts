@@ -7,7 +7,8 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 import type * as answers from '../../src/api/answers.ts';
 import { openApiDocument } from '../../src/api/openapi.ts';
-import { enqueueSchema, type overridePatchSchema } from '../../src/api/schemas.ts';
+import { enqueueSchema } from '../../src/api/schemas.ts';
+import type { queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';
 import type * as wire from '../../src/protocol/wire.ts';
 
 type Answer<T extends z.ZodType> = z.output<T>;
@@ -16,7 +17,7 @@ describe('the wire format', () => {
   it('has the same enqueue fields in the SDK types as in the schema the API validates with', () => {
     expectTypeOf<keyof wire.EnqueueRequest>().toEqualTypeOf<keyof z.input<typeof enqueueSchema>>();
     expectTypeOf<z.input<typeof enqueueSchema>>().toExtend<wire.EnqueueRequest>();
-    expectTypeOf<wire.QueueSettingsPatch>().toEqualTypeOf<z.input<typeof overridePatchSchema>>();
+    expectTypeOf<wire.QueueSettingsPatch>().toEqualTypeOf<z.input<typeof queueSettingsPatchSchema>>();
   });
 
   it('types every answer the SDK reads exactly as the API builds it', () => {

@@ -31,6 +31,9 @@ const SWITCHES = [
   ['pull', 'pull', 'consumed by pulling (`sluice listen`, POST /v1/queues/QUEUE/lease), not pushed; its tasks need no url'],
 ] as const;
 
+/** The queue settings `queues set` takes, by field: every one of core/queue-settings.ts (a test holds them together). */
+export const SETTING_FIELDS: readonly string[] = [...SETTINGS, ...RATES, ...SWITCHES].map(([, field]) => field);
+
 const settingFlags: FlagSpec[] = [
   ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
   ...RATES.map(([flag, , help]) => ({ name: flag, value: 'N/PERIOD|unset', help: `${help}; \`unset\` drops the override` })),
