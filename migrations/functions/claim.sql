@@ -4,7 +4,8 @@
 -- good but never too poor: migrations/0002_limits.sql (and 0006_claim_speed.sql).
 
 -- The lock that serialises every count-and-claim: a claim pass, a wait's decision
--- (functions/waits.sql), and anything that must not run midway through one. Its id lives here only.
+-- (functions/waits.sql), and anything that must not run midway through one. Taken only through
+-- this function; its id is listed with the others in src/db/locks.ts.
 create or replace function sluice.claim_lock() returns void
 language sql volatile as $$ select pg_advisory_xact_lock(7215530002) $$;
 

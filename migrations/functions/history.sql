@@ -20,7 +20,7 @@ declare
   v_bucket bigint;
   v_now timestamptz := coalesce(p_now, clock_timestamp());
 begin
-  -- One sweeper at a time; the others find nothing to do.
+  -- One sweeper at a time; the others find nothing to do (the lock's id: src/db/locks.ts).
   if not pg_try_advisory_xact_lock(7215530004) then
     return jsonb_build_object('opened', null, 'dropped', '[]'::jsonb);
   end if;

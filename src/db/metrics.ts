@@ -4,8 +4,10 @@
  * counts and the leased rows (few: at most the limits' sum, through a partial index), never
  * the tasks table as a whole.
  */
+
 import type { Queryable } from './db.ts';
 import { LOCK_ORDER_CTE } from './history.ts';
+import { ADVISORY_LOCKS } from './locks.ts';
 
 export interface CounterRow {
   metric: string;
@@ -36,7 +38,7 @@ export async function taskCountsRefresh(db: Queryable, freshMs = 10_000): Promis
   await db.query(
     `with ${LOCK_ORDER_CTE}
      go as materialized (
-       select pg_try_advisory_xact_lock(7215530003)
+       select pg_try_advisory_xact_lock(${ADVISORY_LOCKS.counts})
               and coalesce((select max(counted_at) from sluice.task_counts), '-infinity') < now() - make_interval(secs => $1 / 1000.0) as yes
      ),
      -- A closed history bucket is counted once: its rows no longer change (a redrive clears the count).

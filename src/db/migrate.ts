@@ -5,8 +5,10 @@
  * run twice and from two processes at once: it holds a transaction-scoped advisory lock, and
  * each applied file is recorded with its checksum (a changed numbered file is refused).
  */
+
 import { sha256Hex } from '../security/api-keys.ts';
 import type { Db, Queryable } from './db.ts';
+import { ADVISORY_LOCKS } from './locks.ts';
 
 export interface Migration {
   /** File name, e.g. `0001_init.sql`; the order is the names' order. */
@@ -14,14 +16,11 @@ export interface Migration {
   sql: string;
 }
 
-/** Arbitrary constant: the advisory lock key that serialises migration runs. */
-const MIGRATION_LOCK = 7_215_530_001;
-
 /** Applies the pending migrations and changed function files; returns the names applied by this call. */
 export async function migrate(db: Db, migrations: readonly Migration[], functions: readonly Migration[] = []): Promise<string[]> {
   const ordered = [...migrations].sort((a, b) => a.name.localeCompare(b.name));
   return db.transaction(async (tx) => {
-    await tx.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await tx.query('select pg_advisory_xact_lock($1)', [ADVISORY_LOCKS.migrations]);
     // An advisory lock does not make this backend take in the catalog changes that the previous
     // holder committed meanwhile (its caches catch up when it locks a relation), so a
     // `create schema if not exists` here could miss the schema just made and fail as a
