@@ -1,13 +1,13 @@
 /**
  * What the API answers, once, as zod schemas: the one source of every answer's shape.
  *
- * - The OpenAPI document's answers are generated from these (responses.ts).
+ * - The OpenAPI document's answers are generated from these (openapi-schemas.ts).
  * - The routes and views build values of their output types (`satisfies` / return types), so
  *   a route that adds, drops or retypes a field does not compile.
  * - The SDK's wire types (src/protocol/wire.ts) are written out by hand, so that the SDK
  *   needs no zod; test/unit/wire.test.ts holds each of them equal to the type here.
  *
- * Requests have their own schemas, the ones the API validates with (schemas.ts).
+ * Requests have their own schemas, the ones the API validates with (schemas/).
  */
 import { z } from 'zod';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
@@ -93,7 +93,7 @@ export const attempt = z.object({
   error: z.string().nullable(),
 });
 
-/** A JSON body as JSON, anything else as text (views.ts `bodyView`). */
+/** A JSON body as JSON, anything else as text (task-answers.ts `bodyView`). */
 const body = {
   body: z.unknown().optional().describe('The JSON body, when it is JSON.'),
   body_text: z.string().nullable().optional().describe('The body as text, when it is not JSON.'),

@@ -1,18 +1,16 @@
 /**
  * The OpenAPI 3.1 document, served at /openapi.json and rendered at /docs: its requests come from
  * the zod schemas the API validates with, its answers from the zod schemas of answers.ts: no
- * second copy of either (responses.ts turns both into JSON Schema).
+ * second copy of either (openapi-schemas.ts turns both into JSON Schema).
  */
 
 import { z } from 'zod';
 import { queueSettingsPatchSchema } from '../core/queue-settings.ts';
 import { FORWARD_JWKS_PATH } from '../protocol/signature.ts';
 import * as answers from './answers.ts';
-import { answer, answerComponents, json, ref, scheduleRequest } from './responses.ts';
+import { answer, answerComponents, json, ref, scheduleRequest } from './openapi-schemas.ts';
 import {
-  batchSchema,
   completeSchema,
-  enqueueSchema,
   failSchema,
   heartbeatSchema,
   keyLimitSchema,
@@ -21,7 +19,8 @@ import {
   releaseSchema,
   scheduleListQuerySchema,
   waitSchema,
-} from './schemas.ts';
+} from './schemas/calls.ts';
+import { batchSchema, enqueueSchema } from './schemas/enqueue.ts';
 
 type Op = {
   id: string;

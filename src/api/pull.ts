@@ -22,7 +22,7 @@ import { HEADERS } from '../protocol/headers.ts';
 import { attemptHeaders, leaseTokenFor, signedRequest } from '../push/sign.ts';
 import type { Keyring } from '../security/keyring.ts';
 import type { Answer, pulledTask } from './answers.ts';
-import { bodyView } from './views.ts';
+import { bodyView } from './task-answers.ts';
 
 /**
  * The shortest wait for a due time. The next-due probe covers every queue: a busy rate-limited

@@ -38,7 +38,7 @@ import {
 } from '../db/queues.ts';
 import type { QueueAnswer } from './answers.ts';
 import type { AppEnv } from './context.ts';
-import { keyLimitSchema } from './schemas.ts';
+import { keyLimitSchema } from './schemas/calls.ts';
 
 /** What an operation needs of a request: the config, the database, and the dispatcher poke. */
 export type OpsContext = Pick<AppEnv['Variables'], 'config' | 'db' | 'poke'>;

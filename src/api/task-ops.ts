@@ -10,7 +10,7 @@ import type { Db } from '../db/db.ts';
 import { type AttemptRecord, taskAttempts } from '../db/leases.ts';
 import { type DeadFilter, taskCancel, taskGet, taskList, taskRedrive, taskRedriveMatching } from '../db/tasks.ts';
 import type { OpsContext } from './queue-ops.ts';
-import { listQuerySchema } from './schemas.ts';
+import { listQuerySchema } from './schemas/calls.ts';
 
 /** The text as a task id, or `null` when it cannot name a task. */
 export function taskId(text: string): string | null {

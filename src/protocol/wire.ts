@@ -1,6 +1,6 @@
 /**
  * The API's wire format (snake_case), as TypeScript types for SDK users, written out so that
- * the SDK needs no zod. The API validates requests with zod schemas (src/api/schemas.ts) and
+ * the SDK needs no zod. The API validates requests with zod schemas (src/api/schemas/) and
  * builds its answers from others (src/api/answers.ts); test/unit/wire.test.ts holds each type
  * here equal to its schema there.
  */

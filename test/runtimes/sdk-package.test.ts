@@ -192,7 +192,11 @@ describe('the packed SDK', () => {
     for (const file of files) expect(file).toMatch(/^(package\.json|README\.md|LICENSE|dist\/[\w/-]+\.(js|d\.ts))$/);
     // TypeScript reads the first condition that matches: `types` must come before `import`;
     // `default` serves require() (and any other condition).
-    expect(manifest.exports['.']).toEqual({ types: './dist/sdk/index.d.ts', import: './dist/sdk/index.js', default: './dist/sdk/index.js' });
+    expect(manifest.exports['.']).toEqual({
+      types: './dist/sdk/index.d.ts',
+      import: './dist/sdk/index.js',
+      default: './dist/sdk/index.js',
+    });
     // Ranges, so a project's own jose or @noble/hashes of the same major is shared, not doubled.
     for (const range of Object.values(manifest.dependencies)) expect(range).toMatch(/^\^\d+\.\d+\.\d+$/);
     const modules = files.filter((f) => f.endsWith('.js'));

@@ -7,7 +7,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 import type * as answers from '../../src/api/answers.ts';
 import { openApiDocument } from '../../src/api/openapi.ts';
-import { enqueueSchema } from '../../src/api/schemas.ts';
+import { enqueueSchema } from '../../src/api/schemas/enqueue.ts';
 import type { queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';
 import type * as wire from '../../src/protocol/wire.ts';
 

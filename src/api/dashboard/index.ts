@@ -17,12 +17,12 @@ import { getTask, listTasks } from '../task-ops.ts';
 import { ACTIONS, curlLine, type Params, redriveAllLines } from './actions.ts';
 import { contentSecurityPolicy, overHttps, sameOrigin, securityHeaders } from './guard.ts';
 import { type PageOptions, page, SCRIPT, STYLE } from './layout.ts';
+import { confirmView, errorView, loginView } from './pages/forms.ts';
+import { queuesView } from './pages/queues.ts';
+import { queuePage, slotsFragment } from './pages/slots.ts';
+import { deadView, type TaskFilters, taskListView, taskPage } from './pages/tasks.ts';
+import { waitingByQueue, waitingView } from './pages/waiting.ts';
 import { SESSION_COOKIE, SESSION_TTL_MS, signSession, verifySession } from './session.ts';
-import { confirmView, errorView, loginView } from './views/forms.ts';
-import { queuesView } from './views/queues.ts';
-import { queuePage, slotsFragment } from './views/slots.ts';
-import { deadView, type TaskFilters, taskListView, taskPage } from './views/tasks.ts';
-import { waitingByQueue, waitingView } from './views/waiting.ts';
 
 type DashEnv = { Bindings: AppEnv['Bindings']; Variables: AppEnv['Variables'] & { admin: string } };
 type Ctx = Context<DashEnv>;

@@ -22,7 +22,7 @@ import { verifyLeaseToken } from '../../security/lease-token.ts';
 import type { Answer, leaseEnded, leaseExtended, leaseWaiting } from '../answers.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { completeSchema, failSchema, heartbeatSchema, releaseSchema, waitSchema } from '../schemas.ts';
+import { completeSchema, failSchema, heartbeatSchema, releaseSchema, waitSchema } from '../schemas/calls.ts';
 
 export const leases = new Hono<AppEnv>();
 

@@ -28,7 +28,7 @@ import {
   setKeyLimit,
   setPaused,
 } from '../queue-ops.ts';
-import { pullSchema } from '../schemas.ts';
+import { pullSchema } from '../schemas/calls.ts';
 
 export const queues = new Hono<AppEnv>();
 

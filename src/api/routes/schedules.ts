@@ -29,8 +29,9 @@ import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
-import { checkTask, scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas.ts';
-import { bodyView } from '../views.ts';
+import { scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas/calls.ts';
+import { checkTask } from '../schemas/enqueue.ts';
+import { bodyView } from '../task-answers.ts';
 
 export const schedules = new Hono<AppEnv>();
 

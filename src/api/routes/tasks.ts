@@ -11,9 +11,10 @@ import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
-import { batchSchema, checkTask, inheritTrace, requestTrace } from '../schemas.ts';
+import { batchSchema, checkTask } from '../schemas/enqueue.ts';
+import { taskDetailView, taskStateView, taskView } from '../task-answers.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
-import { taskDetailView, taskStateView, taskView } from '../views.ts';
+import { inheritTrace, requestTrace } from '../trace.ts';
 
 export const tasks = new Hono<AppEnv>();
 

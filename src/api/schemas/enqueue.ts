@@ -1,35 +1,19 @@
 /**
- * The wire schemas the API validates with (snake_case, any-language friendly), and the step
- * that turns a valid enqueue request into a `NewTask` with every default resolved.
+ * The enqueue request's wire schema (snake_case, any-language friendly), and the step that turns
+ * a valid one into a `NewTask` with every default resolved (docs/DESIGN.md §2).
  */
 import { z } from 'zod';
-import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
-import type { FieldIssue } from '../core/errors.ts';
-import { fieldIssues } from '../core/issues.ts';
-import { rateSchema } from '../core/queue-settings.ts';
-import { OVERLAP_POLICIES } from '../core/schedule.ts';
-import { headerValueProblem, textProblem } from '../core/text.ts';
-import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../core/trace.ts';
-import { HTTP_METHODS, isTaskId, LIMITS, TASK_STATUSES } from '../core/types.ts';
-import type { Callback, NewTask } from '../db/enqueue.ts';
-import { isReservedHeader } from '../protocol/headers.ts';
-import { checkTarget } from '../security/targets.ts';
-
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-/** A string Postgres can store: no NUL, no lone surrogates. */
-const text = () =>
-  z.string().check((ctx) => {
-    const problem = textProblem(ctx.value);
-    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
-  });
-
-/** A string sent as a header value as it is. */
-const headerText = () =>
-  z.string().check((ctx) => {
-    const problem = headerValueProblem(ctx.value);
-    if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
-  });
+import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../../config.ts';
+import type { FieldIssue } from '../../core/errors.ts';
+import { fieldIssues } from '../../core/issues.ts';
+import { rateSchema } from '../../core/queue-settings.ts';
+import { textProblem } from '../../core/text.ts';
+import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../../core/trace.ts';
+import { HTTP_METHODS, isTaskId, LIMITS } from '../../core/types.ts';
+import type { Callback, NewTask } from '../../db/enqueue.ts';
+import { isReservedHeader } from '../../protocol/headers.ts';
+import { checkTarget } from '../../security/targets.ts';
+import { HEADER_NAME, headerText, text } from './text.ts';
 
 /** Accepted times: from 2000 to a year ahead (Postgres's range, and no silly dates). */
 const EARLIEST = Date.parse('2000-01-01T00:00:00Z');
@@ -183,21 +167,6 @@ export type EnqueueInput = z.infer<typeof enqueueSchema>;
 export const batchSchema = z
   .object({
     tasks: z.array(z.unknown()).min(1, 'needs at least one task').max(LIMITS.batchSize, `takes at most ${LIMITS.batchSize} tasks`),
-  })
-  .strict();
-
-export const listQuerySchema = z
-  .object({
-    // Held to the same rules as at enqueue: no task can have another queue name or key.
-    queue: z
-      .string()
-      .max(LIMITS.nameChars)
-      .regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -')
-      .optional(),
-    status: z.enum(TASK_STATUSES).optional(),
-    concurrency_key: text().max(LIMITS.keyChars).optional(),
-    cursor: z.string().max(64).optional(),
-    limit: z.coerce.number().int().min(1).max(500).default(50),
   })
   .strict();
 
@@ -380,35 +349,6 @@ function withTrace(input: EnqueueInput): Record<string, string> {
   return headers;
 }
 
-/** An enqueue request's trace context, read once for all its tasks (`requestTrace`). */
-export interface RequestTrace {
-  traceparent: string;
-  tracestate?: string;
-}
-
-/**
- * An enqueue request's trace context from its `traceparent` and `tracestate` headers, or `null`.
- * A malformed one is ignored, as W3C Trace Context asks of a receiver: its tasks then start no
- * trace, and the enqueue does not fail for a tracer's fault.
- */
-export function requestTrace(traceparent: string | undefined, tracestate: string | undefined): RequestTrace | null {
-  if (traceparent === undefined || parseTraceparent(traceparent) === null) return null;
-  return {
-    traceparent: traceparent.trim(),
-    ...(tracestate !== undefined && tracestateProblem(tracestate) === null ? { tracestate: tracestate.trim() } : {}),
-  };
-}
-
-/** The request's trace context, given to a task that names none of its own. */
-export function inheritTrace(item: unknown, trace: RequestTrace | null): unknown {
-  if (trace === null || item === null || typeof item !== 'object' || Array.isArray(item)) return item;
-  const own = item as { traceparent?: unknown; tracestate?: unknown; headers?: unknown };
-  const headers = own.headers !== null && typeof own.headers === 'object' ? Object.keys(own.headers) : [];
-  if (own.traceparent !== undefined || headers.some((h) => h.toLowerCase() === TRACEPARENT)) return item;
-  const state = own.tracestate === undefined && trace.tracestate !== undefined ? { tracestate: trace.tracestate } : {};
-  return { ...item, traceparent: trace.traceparent, ...state };
-}
-
 /**
  * The concurrency key a queue's `key_from` derives from a task's body (River's `ByArgs`): the
  * field's text, or the empty key when the field is missing. `null` when the queue has no
@@ -424,78 +364,3 @@ export function keyFromBody(body: unknown, keyFrom: string | null): string | nul
   if (value === undefined || value === null) return '';
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
-
-/** A run-time key limit (PUT /v1/queues/:queue/keys/:key). */
-export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
-
-/** A schedule's name, held to the rules of queue names: it may become part of a concurrency key. */
-export const scheduleName = listQuerySchema.shape.queue.unwrap();
-
-/**
- * POST /v1/schedules. `task` is an enqueue request, checked by `checkTask` with the fields that
- * make no sense for a firing refused (routes/schedules.ts).
- */
-export const scheduleSchema = z
-  .object({
-    name: scheduleName,
-    cron: z.string().min(1, 'must not be empty').max(256),
-    timezone: z.string().min(1).max(64).default('UTC'),
-    overlap: z.enum(OVERLAP_POLICIES).default('skip'),
-    paused: z.boolean().default(false),
-    task: z.record(z.string(), z.unknown()),
-  })
-  .strict();
-
-export const scheduleListQuerySchema = z
-  .object({
-    cursor: scheduleName.optional(),
-    limit: z.coerce.number().int().min(1).max(500).default(100),
-  })
-  .strict();
-
-// The lease calls' bodies (routes/leases.ts); every field may be left out.
-
-const optionalText = (max: number) =>
-  z
-    .string()
-    .max(max)
-    .refine((s) => textProblem(s) === null, 'must be well-formed text without NUL characters')
-    .optional();
-
-export const heartbeatSchema = z.object({ extend_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional() }).strict();
-export const completeSchema = z.object({ result: z.unknown().optional() }).strict();
-export const failSchema = z
-  .object({
-    error: optionalText(LIMITS.errorChars).default('failed by the lease holder'),
-    retry: z.boolean().default(true),
-    retry_after_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional(),
-  })
-  .strict();
-export const releaseSchema = z.object({ delay_ms: z.number().int().min(0).max(LIMITS.maxDelayMs).optional() }).strict();
-/** POST /v1/queues/:queue/lease: what a pull consumer asks for. */
-export const pullSchema = z
-  .object({
-    max: z.number().int().min(1).max(LIMITS.pullMax).default(1).describe('The most tasks to lease.'),
-    wait_ms: z
-      .number()
-      .int()
-      .min(0)
-      .max(LIMITS.pullWaitMs)
-      .default(0)
-      .describe('How long to wait for a task when none is ready (a long poll); 0 answers at once.'),
-    push_to: text()
-      .max(LIMITS.urlChars)
-      .refine((url) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol), 'must be an http or https URL')
-      .optional()
-      .describe(
-        'Where the consumer will forward each task (`sluice listen`): each comes with the push Sluice would send there, signed for that URL as a forwarded push (issuer `sluice-forward`, keys at /.well-known/forward-jwks.json), which production receivers refuse. A loopback URL (127.0.0.0/8, [::1], localhost), or an origin the API key lists in `forward_to`.',
-      ),
-  })
-  .strict();
-
-export const waitSchema = z
-  .object({
-    /** The children to wait for; absent = every child (tasks enqueued with this task as parent_id). */
-    children: z.array(z.string().refine(isTaskId, 'must be a task id')).min(1).max(1_000).optional(),
-  })
-  .strict();
