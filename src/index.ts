@@ -9,7 +9,7 @@ import type { ExecutionContextLike } from './api/context.ts';
 import { type Env, loadConfig } from './config.ts';
 import { openApiDb, openDispatchDb } from './db/workers.ts';
 import { Chores } from './dispatcher/chores.ts';
-import { dispatchRun } from './dispatcher/run.ts';
+import { reapExpired } from './dispatcher/run.ts';
 import { loadKeyring } from './security/keyring.ts';
 import { schedulerOf } from './worker/bindings.ts';
 
@@ -45,7 +45,7 @@ export default {
     const db = openDispatchDb(config);
     try {
       await Promise.all([
-        dispatchRun({ db, config, keyring: await loadKeyring(config.signingKeys) }, { budgetMs: 0, reapOnly: true }),
+        reapExpired({ db, config, keyring: await loadKeyring(config.signingKeys) }),
         new Chores(config).runDue(db, Date.now()),
       ]);
     } finally {

@@ -7,7 +7,7 @@
  */
 import { isStall, wakeAt } from '../core/wake.ts';
 import type { RunReport } from './report.ts';
-import { DUE_EVENT } from './run.ts';
+import { DUE_EVENT } from './run-options.ts';
 import { systemTimers, type Timers } from './timers.ts';
 
 export interface LoopOptions {

@@ -58,6 +58,18 @@ export function nextStep(p: Pace): Step {
 }
 
 /**
+ * Whether a place freed (a push's end, or its settle's commit) is worth a claim pass. Only
+ * after a pass that filled every place it asked for: after one that found less, what held the
+ * rest back was not the places, and only a slot's release (the settle's commit), a poke or a due
+ * time can change that; and a slot's release only while work waits for a pass (the settle says
+ * so: db/settle.ts, `workWaits`). An idle dispatcher made three passes a task, the last two
+ * always in vain; now one. (A run that finds it not worth one still looks at its state.)
+ */
+export function freedPlaceWorthAPass(lastPassFull: boolean, workWaits: boolean): boolean {
+  return lastPassFull || workWaits;
+}
+
+/**
  * How far a run claims ahead of its free places (docs/DESIGN.md §6, "Claiming ahead"), from
  * what it measures: a claim's round trip and a push's length. A place frees every
  * `pushMs / parallelism` on average, so during one claim's round trip the places use

@@ -13,7 +13,8 @@ import type { OpenDb } from '../db/db.ts';
 import { openDispatchDb } from '../db/workers.ts';
 import { Chores } from '../dispatcher/chores.ts';
 import { didWork } from '../dispatcher/report.ts';
-import { DUE_EVENT, dispatchRun } from '../dispatcher/run.ts';
+import { dispatchRun } from '../dispatcher/run.ts';
+import { DUE_EVENT } from '../dispatcher/run-options.ts';
 import { loadKeyring } from '../security/keyring.ts';
 import { type PusherRpc, pusherOf, schedulerOf } from './bindings.ts';
 

@@ -8,7 +8,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
-import { DUE_EVENT, dispatchRun } from '../../src/dispatcher/run.ts';
+import { dispatchRun } from '../../src/dispatcher/run.ts';
+import { DUE_EVENT } from '../../src/dispatcher/run-options.ts';
 import type { Keyring } from '../../src/security/keyring.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import type { TestEndpoint } from '../helpers/endpoint.ts';

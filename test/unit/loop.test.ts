@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { DispatchLoop } from '../../src/dispatcher/loop.ts';
 import { emptyReport, type RunReport } from '../../src/dispatcher/report.ts';
-import { DUE_EVENT } from '../../src/dispatcher/run.ts';
+import { DUE_EVENT } from '../../src/dispatcher/run-options.ts';
 import { flush, manualTimers } from '../helpers/timers.ts';
 
 function report(over: Partial<RunReport>): RunReport {
