@@ -4,6 +4,7 @@
  * due now (an enqueue, a lease end, a limit change) is a `Poke`, and every dispatch run ends
  * by reading when the next thing comes due.
  */
+import { doublingBackoffMs } from './retry.ts';
 
 /** Something became due: `atMs` (epoch ms; now or later), and how many tasks it concerns. */
 export interface Poke {
@@ -99,7 +100,7 @@ export interface WakeReport {
 export const isStall = (report: WakeReport): boolean => !report.more && report.nextDueInMs === 0 && report.claimed === 0;
 
 /** The least sleep after `stalls` stalls in a row: 50 ms, doubling, at most 30 s. */
-export const stallDelayMs = (stalls: number): number => (stalls <= 0 ? 0 : Math.min(30_000, 50 * 2 ** Math.min(stalls - 1, 20)));
+export const stallDelayMs = (stalls: number): number => (stalls <= 0 ? 0 : doublingBackoffMs(stalls, 50, 30_000));
 
 /**
  * The epoch time to wake at after a run: infinite = nothing is due (sleep until poked, or at

@@ -203,8 +203,10 @@ export async function leaseSettleMany(
   db: Queryable,
   items: readonly LeaseSettlement[],
   adaptiveQueues: readonly string[] = [],
+  /** The clock the settlements' due times were decided on, read now. */
+  clockMs: number = Date.now(),
 ): Promise<Map<string, TaskStatus>> {
-  return (await leaseSettleReport(db, items, adaptiveQueues, false)).held;
+  return (await leaseSettleReport(db, items, adaptiveQueues, false, clockMs)).held;
 }
 
 export interface SettleReport {
@@ -232,13 +234,14 @@ export async function leaseSettleReport(
   items: readonly LeaseSettlement[],
   adaptiveQueues: readonly string[],
   askWorkWaits: boolean,
+  clockMs: number,
 ): Promise<SettleReport> {
   if (items.length === 0) return { held: new Map(), items: [], workWaits: true };
-  // A retry's due time was decided on this process's clock; the database keeps due times on
-  // its own. What travels is the wait, so a clock ahead of or behind the database's neither
-  // stretches nor skips a backoff, a Retry-After or a release's delay. (It runs from when the
-  // database hears of it, the way there later than the outcome: late, never early.)
-  const clockMs = Date.now();
+  // A retry's due time was decided on the caller's clock (`clockMs` is that clock now); the
+  // database keeps due times on its own. What travels is the wait, so a clock ahead of or behind
+  // the database's neither stretches nor skips a backoff, a Retry-After or a release's delay.
+  // (It runs from when the database hears of it, the way there later than the outcome: late,
+  // never early.)
   const input = items.map(({ taskId, leaseId, leasedAt, attempt, settlement: s, durationMs, require, signal }, n) => ({
     n,
     id: taskId,
@@ -284,5 +287,7 @@ export function leasesTakeBack(
   return leaseSettleMany(
     db,
     tasks.map((t) => leaseEnding(t, takenBack(error, nowMs), null)),
+    [],
+    nowMs,
   );
 }

@@ -7,7 +7,7 @@
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
 import type { RunReport } from './report.ts';
-import { withDbRetry } from './retry-db.ts';
+import { type RetryOptions, withDbRetry } from './retry-db.ts';
 import type { Timers } from './timers.ts';
 
 /** A read of the next due time: `inMs` counted where it ran, answered at `atMs` (the run's clock). */
@@ -30,10 +30,14 @@ export class DueReads {
   #actedAt = -1;
   #inVain = 0;
 
-  constructor(db: Db, timers: Timers, report: RunReport) {
+  readonly #retry: RetryOptions & { timers: Timers };
+
+  /** `retry`: how a failed read is retried, and the timers of the run (its clock). */
+  constructor(db: Db, report: RunReport, retry: RetryOptions & { timers: Timers }) {
     this.#db = db;
-    this.#timers = timers;
+    this.#timers = retry.timers;
     this.#report = report;
+    this.#retry = retry;
   }
 
   /** A statement went and came back in `ms`. */
@@ -45,7 +49,7 @@ export class DueReads {
   async read(): Promise<DueRead> {
     this.#report.roundTrips++;
     const sentAt = this.#timers.now();
-    const inMs = await withDbRetry(() => nextDueInMs(this.#db));
+    const inMs = await withDbRetry(() => nextDueInMs(this.#db), this.#retry);
     const atMs = this.#timers.now();
     this.roundTrip(atMs - sentAt);
     return { inMs, atMs };

@@ -5,6 +5,7 @@
  * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
  * only the fallback for wake-ups that never arrive, and none is made at rest (core/rest.ts).
  */
+import { doublingBackoffMs } from '../core/retry.ts';
 import { isStall, wakeAt } from '../core/wake.ts';
 import type { RunReport } from './report.ts';
 import { DUE_EVENT } from './run-options.ts';
@@ -94,8 +95,7 @@ export class DispatchLoop {
       } catch (error) {
         this.#onError(error);
         this.#failures++;
-        const backoff = this.#options.errorBackoffMs * 2 ** Math.min(this.#failures - 1, 16);
-        next = this.#timers.now() + Math.min(backoff, this.#options.maxSleepMs);
+        next = this.#timers.now() + doublingBackoffMs(this.#failures, this.#options.errorBackoffMs, this.#options.maxSleepMs);
       }
       if (this.#abort.signal.aborted) break;
       next = Math.min(next, this.#pendingAt);

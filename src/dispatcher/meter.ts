@@ -33,8 +33,8 @@ export class Meter {
    * Writes what was counted, unless the last write was less than `minIntervalMs` ago (`now`
    * in ms). Never throws: metrics must not fail a dispatcher run.
    */
-  async write(db: Queryable, options: { now?: number; minIntervalMs?: number } = {}): Promise<void> {
-    const now = options.now ?? Date.now();
+  async write(db: Queryable, options: { now: number; minIntervalMs?: number }): Promise<void> {
+    const now = options.now;
     if (now - this.#lastWrite < (options.minIntervalMs ?? 0)) return;
     // One write at a time: rows counted meanwhile wait for the next.
     if (this.#writing) return this.#writing;

@@ -24,7 +24,7 @@ import { ClaimAhead, freedPlaceWorthAPass, nextStep } from './pacing.ts';
 import { Places } from './places.ts';
 import { outcomeRecorder } from './record.ts';
 import { emptyReport, type RunReport } from './report.ts';
-import { withDbRetry } from './retry-db.ts';
+import { type RetryOptions, withDbRetry } from './retry-db.ts';
 import type { DispatchDeps, RunOptions } from './run-options.ts';
 import { DUE_EVENT } from './run-options.ts';
 import { Settler } from './settler.ts';
@@ -57,6 +57,8 @@ class DispatchRun {
   readonly #record: ReturnType<typeof outcomeRecorder>;
   readonly #ahead: ClaimAhead;
   readonly #deadline: number;
+  /** A database call retried through a passing fault waits on the run's timers. */
+  readonly #retry: RetryOptions & { timers: Timers };
   /** The round trip to the database and the next due time, as this run has read them. */
   readonly #dueReads: DueReads;
 
@@ -91,7 +93,7 @@ class DispatchRun {
     const adaptive = adaptiveQueues(this.#config);
     // A settle finds out whether work waits only when the run would act on it (after a pass
     // that found less than it asked for); in a drain, passes are full and it reads nothing.
-    this.#settler = new Settler(this.#db, adaptive, () => !this.#lastPassFull);
+    this.#settler = new Settler(this.#db, adaptive, () => !this.#lastPassFull, this.#now);
     this.#queuesJson = claimQueuesJson(this.#config);
     const now = this.#now;
     const pushDeps: PushDeps = {
@@ -116,7 +118,8 @@ class DispatchRun {
     });
     this.#ahead = new ClaimAhead(this.#config.dispatchParallelism, this.#config.maxClaimBatch);
     this.#deadline = now() + options.budgetMs;
-    this.#dueReads = new DueReads(this.#db, this.#timers, this.report);
+    this.#retry = { timers: this.#timers, random: deps.random ?? Math.random };
+    this.#dueReads = new DueReads(this.#db, this.report, this.#retry);
     this.#places = new Places({
       parallelism: this.#config.dispatchParallelism,
       now,
@@ -169,7 +172,7 @@ class DispatchRun {
     // wakes it through the watch, and then it reaps, fires and claims as at its start.
     const watch = new DueWatch({
       timers: this.#timers,
-      probe: () => withDbRetry(() => nextDueInMs(this.#db)),
+      probe: () => withDbRetry(() => nextDueInMs(this.#db), this.#retry),
       onDue: () => {
         this.#dueWork = true;
         this.#free();
@@ -274,7 +277,7 @@ class DispatchRun {
   async #reap(): Promise<void> {
     this.report.roundTrips++;
     try {
-      const expired = await withDbRetry(() => reapOverdue(this.#db, this.#options.reapLimit ?? 100));
+      const expired = await withDbRetry(() => reapOverdue(this.#db, this.#options.reapLimit ?? 100), this.#retry);
       const settled = await Promise.all(
         expired.map((task) => {
           this.report.reaped++;
@@ -316,6 +319,7 @@ class DispatchRun {
     const sentAt = this.#now();
     // A claim whose reply was lost may have committed: retry only what surely did not run.
     const batch = await withDbRetry(() => taskClaimBatch(this.#db, { max, clusterCap: config.clusterCap, queuesJson: this.#queuesJson }), {
+      ...this.#retry,
       idempotent: false,
     });
     const claimedAt = this.#now();

@@ -8,6 +8,7 @@ import { isTransientDbError } from '../db/faults.ts';
 import { type LeaseSettlement, leaseSettleReport, type SettleReport } from '../db/settle.ts';
 import { nextTurn } from './next-turn.ts';
 import { withDbRetry } from './retry-db.ts';
+import { systemTimers } from './timers.ts';
 
 interface Waiting {
   item: LeaseSettlement;
@@ -28,15 +29,23 @@ export class Settler {
    */
   workWaits = true;
   #askWorkWaits: () => boolean;
+  #now: () => number;
 
   /**
    * `adaptiveQueues`: the environment's adaptive queues (an override may change any).
    * `askWorkWaits`: whether a write, when it is sent, should find out `workWaits`.
+   * `now`: the clock the settlements' due times are decided on (the run's).
    */
-  constructor(db: Db, adaptiveQueues: readonly string[] = [], askWorkWaits: () => boolean = () => false) {
+  constructor(
+    db: Db,
+    adaptiveQueues: readonly string[] = [],
+    askWorkWaits: () => boolean = () => false,
+    now: () => number = systemTimers.now,
+  ) {
     this.#db = db;
     this.#adaptiveQueues = adaptiveQueues;
     this.#askWorkWaits = askWorkWaits;
+    this.#now = now;
   }
 
   /** Resolves once written: `true` when the lease was still held, `false` when it was not. */
@@ -80,6 +89,7 @@ export class Settler {
         batch.map((w) => w.item),
         this.#adaptiveQueues,
         askWorkWaits,
+        this.#now(),
       ),
     );
   }

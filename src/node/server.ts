@@ -213,7 +213,9 @@ export async function startNodeSluice(options: {
   const doChores = () => {
     if (!rest.resting()) void chores.runDue(dispatchDb, Date.now());
   };
-  const timers = loop ? [setInterval(doChores, CHORE_TICK_MS), setInterval(() => void meter.write(dispatchDb), METER_INTERVAL_MS)] : [];
+  const timers = loop
+    ? [setInterval(doChores, CHORE_TICK_MS), setInterval(() => void meter.write(dispatchDb, { now: Date.now() }), METER_INTERVAL_MS)]
+    : [];
   if (loop) doChores();
   let closing: Promise<void> | null = null;
   return {
@@ -226,7 +228,7 @@ export async function startNodeSluice(options: {
         for (const timer of timers) clearInterval(timer);
         await loop?.stop();
         await chores.settled();
-        await meter.write(dispatchDb);
+        await meter.write(dispatchDb, { now: Date.now() });
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await channel.close();
         push.close();

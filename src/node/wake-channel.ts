@@ -5,8 +5,10 @@
  * since notifications sent meanwhile are gone. At rest (core/rest.ts) it is reopened only once
  * work ends the rest: Neon closes connections as it suspends, and reopening one would wake it.
  */
+
 import pg from 'pg';
 import type { RestClock } from '../core/rest.ts';
+import { doublingBackoffMs } from '../core/retry.ts';
 import type { Poke } from '../core/wake.ts';
 import type { Queryable } from '../db/db.ts';
 import { LISTEN_WAKE, parseWakeMessage, WAKE_CHANNEL, wakeNotify } from '../db/wake.ts';
@@ -86,7 +88,7 @@ export function startWakeChannel(options: {
         if (options.rest?.resting()) unwatch = options.rest.onWake(again);
         else again();
       },
-      Math.min(10_000, 100 * 2 ** Math.min(failures, 7)),
+      doublingBackoffMs(failures + 1, 100, 10_000),
     );
   };
   if (options.onPoke) void listen(options.onPoke);

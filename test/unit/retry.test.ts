@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { backoffDelayMs } from '../../src/core/retry.ts';
+import { backoffDelayMs, doublingBackoffMs } from '../../src/core/retry.ts';
 
 describe('backoffDelayMs', () => {
   const backoff = { initialMs: 1_000, maxMs: 60_000, factor: 2, jitter: 0.25 };
@@ -30,6 +30,26 @@ describe('backoffDelayMs', () => {
           expect(d).toBeLessThanOrEqual(Math.min(b.maxMs, Math.ceil(base * (1 + jitter)) + 1));
         },
       ),
+    );
+  });
+});
+
+describe('doublingBackoffMs', () => {
+  it('starts at the first wait, doubles, and stops at the bound', () => {
+    expect([1, 2, 3, 4, 5, 6].map((n) => doublingBackoffMs(n, 100, 1_000))).toEqual([100, 200, 400, 800, 1_000, 1_000]);
+    // However many failures: no overflow to Infinity or NaN past the bound.
+    expect(doublingBackoffMs(10_000, 100, 1_000)).toBe(1_000);
+    expect(doublingBackoffMs(10_000, 100, Number.POSITIVE_INFINITY)).toBeLessThan(Number.POSITIVE_INFINITY);
+  });
+
+  it('with full jitter, waits that part of it, within [0, the wait)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 60 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (n, random) => {
+        const ms = doublingBackoffMs(n, 50, 30_000, random);
+        expect(ms).toBeGreaterThanOrEqual(0);
+        expect(ms).toBeLessThan(doublingBackoffMs(n, 50, 30_000) + 1e-9);
+        expect(ms).toBeCloseTo(doublingBackoffMs(n, 50, 30_000) * random);
+      }),
     );
   });
 });

@@ -175,6 +175,7 @@ async function endLease(db: Db, task: Task, leaseId: string, call: LeaseCall): P
     ],
     [],
     false,
+    Date.now(),
   );
   return report.items[0] ?? null;
 }

@@ -6,7 +6,9 @@
  * lease to the handler's own calls, a 429/503 with Retry-After gives the task back for then,
  * anything else fails it. So a handler written for pushes runs unchanged against a deployed queue.
  */
+
 import { classifyPush } from '../../core/outcome.ts';
+import { doublingBackoffMs } from '../../core/retry.ts';
 import { storable, truncate } from '../../core/text.ts';
 import { LIMITS } from '../../core/types.ts';
 import { utf8 } from '../../protocol/encoding.ts';
@@ -144,7 +146,7 @@ class Listener {
           if (signal.aborted) break;
           if (!transient(error)) throw error;
           out.warn(error, 'pulling again shortly');
-          await sleep(Math.min(500 * 2 ** failures++, 10_000), signal);
+          await sleep(doublingBackoffMs(++failures, 500, 10_000), signal);
           continue;
         }
         for (const task of tasks) this.#open.set(task.lease.id, task);

@@ -4,6 +4,7 @@
  * every claim and settle a write, so tail composes what exists: the newest-first listing finds
  * new tasks, and the tasks it follows are re-read from the same pages (older ones one by one).
  */
+import { doublingBackoffMs } from '../../core/retry.ts';
 import type { TaskDetail, TaskList, TaskStatus, TaskView } from '../../protocol/wire.ts';
 import { Interrupted } from '../api.ts';
 import { intFlag, stringFlag } from '../args.ts';
@@ -111,7 +112,7 @@ class Tail {
       await this.#poll(); // A first failure ends tail with its exit code: the settings are likely wrong.
       let failures = 0;
       while (!signal.aborted) {
-        await sleep(Math.min(this.#o.intervalMs * 2 ** failures, 30_000), signal);
+        await sleep(doublingBackoffMs(failures + 1, this.#o.intervalMs, 30_000), signal);
         if (signal.aborted) break;
         try {
           await this.#poll();
