@@ -10,6 +10,7 @@
  * Requests have their own schemas, the ones the API validates with (schemas/).
  */
 import { z } from 'zod';
+import { KEY_STRATEGIES } from '../core/queue-settings.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { ATTEMPT_OUTCOMES, HTTP_METHODS, TASK_STATUSES } from '../core/types.ts';
 
@@ -115,6 +116,12 @@ export const taskDetail = task
 const deduplicated = z.object({
   deduplicated: z.boolean(),
   debounced: z.boolean().optional().describe('For a task with `debounce`: whether it joined an earlier task (the one answered).'),
+  skipped: z
+    .boolean()
+    .optional()
+    .describe(
+      "Under the queue's `key_strategy: cancel_newest`: true when its concurrency key had an unfinished task, which is answered; nothing was made.",
+    ),
 });
 export const enqueued = z
   .union([z.intersection(task, deduplicated), z.intersection(taskState, deduplicated)])
@@ -180,6 +187,9 @@ export const leaseWaiting = z.object({
   lent_key: z.boolean(),
 });
 
+const keyStrategyAbout =
+  'What an enqueue does to a concurrency key with unfinished tasks: `queue` (default) waits behind them; `cancel_in_progress` cancels them, a leased one at once; `cancel_newest` makes nothing and answers the unfinished task (`skipped`); `replace_pending` cancels the pending ones.';
+
 /** A setting's value and where it comes from (src/core/limits.ts `Source`). */
 const sourced = <T extends z.ZodType>(value: T) => z.object({ value, source: z.enum(SOURCES) });
 
@@ -195,6 +205,7 @@ export const queue = z
     adaptive: sourced(z.boolean()).describe('Limits that learn from the endpoint (AIMD): the configured ones are ceilings.'),
     adaptive_min: sourced(z.int()).describe('The lowest limit an adaptive queue learns (default 1).'),
     pull: sourced(z.boolean()).describe('Consumed by pulling (POST /v1/queues/{queue}/lease), not pushed.'),
+    key_strategy: sourced(z.enum(KEY_STRATEGIES)).describe(keyStrategyAbout),
     key_from: z.string().nullable(),
     url: z.string().nullable(),
     max_attempts: z.int(),
@@ -229,6 +240,7 @@ export const queueConcurrency = z
     queue: z.string(),
     cluster: level,
     adaptive: z.boolean().describe('Whether the queue learns its limits from its endpoint (AIMD).'),
+    key_strategy: sourced(z.enum(KEY_STRATEGIES)).describe(keyStrategyAbout),
     queue_level: learningLevel.extend({ paused: z.boolean(), rate: rateInUse, waiting: waitingHolders }),
     keys: z.array(learningLevel.extend({ key: z.string(), rate: rateInUse, waiting: waitingHolders, slots: z.array(slot) })),
     keyless: z.object({ active: z.int(), slots: z.array(slot) }),

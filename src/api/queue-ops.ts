@@ -87,6 +87,7 @@ function queueView(config: Config, name: string, limits: EffectiveQueueLimits, c
     adaptive: field(limits.adaptive),
     adaptive_min: field(limits.adaptiveMin),
     pull: field(limits.pull),
+    key_strategy: field(limits.keyStrategy),
     key_from: defaults.keyFrom,
     url: defaults.url,
     max_attempts: defaults.maxAttempts,
@@ -124,6 +125,8 @@ export interface ConcurrencyPicture {
   now: Date;
   cluster: SlotLevel;
   adaptive: boolean;
+  /** What an enqueue does to a key with unfinished tasks, and where that comes from. */
+  keyStrategy: EffectiveQueueLimits['keyStrategy'];
   /** `waiting`: tasks waiting on children that hold a slot here (they did not lend it); the claim counts them with `active`. */
   queueLevel: LearningLevel & { paused: boolean; rate: RateLevel; waiting: number };
   /** Keys with a limit, a holder, a waiting task or something learnt, by name. */
@@ -159,6 +162,7 @@ export async function concurrencyPicture(config: Config, db: Db, name: string): 
     now: snapshot.now,
     cluster: { limit: config.clusterCap, source: config.clusterCap === null ? 'default' : 'env', active: snapshot.clusterActive },
     adaptive,
+    keyStrategy: limits.keyStrategy,
     queueLevel: {
       limit: limits.concurrency.value,
       source: limits.concurrency.source,

@@ -107,7 +107,7 @@ export function span(ms: number): string {
 }
 
 /** A limit with where it comes from: `5 (override)`, `none (default)`. */
-export function sourced(setting: { value: number | boolean | null; source: string }): string {
+export function sourced(setting: { value: number | boolean | string | null; source: string }): string {
   const value = setting.value === null ? 'none' : setting.value === true ? 'yes' : setting.value === false ? 'no' : String(setting.value);
   return `${value} (${setting.source})`;
 }

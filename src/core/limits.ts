@@ -4,7 +4,7 @@
  * (migrations/functions/claim.sql) applies the same precedence inside Postgres, atomically; the
  * API uses these to show it.
  */
-import { QUEUE_SETTINGS, type QueueLimits, type QueueSettingName } from './queue-settings.ts';
+import { type KeyStrategy, QUEUE_SETTINGS, type QueueLimits, type QueueSettingName } from './queue-settings.ts';
 
 /** Where a value in force comes from. */
 export type Source = 'override' | 'env' | 'task' | 'default';
@@ -24,7 +24,7 @@ export interface Rate {
   burst?: number | undefined;
 }
 
-/** The claim-time settings of a queue, as given by the environment or a run-time override. */
+/** The settings of a queue, as given by the environment or a run-time override. */
 export type QueueLimitSettings = QueueLimits;
 
 export interface EffectiveQueueLimits {
@@ -38,6 +38,8 @@ export interface EffectiveQueueLimits {
   adaptiveMin: Resolved<number>;
   /** Consumed by pulling, not pushed. */
   pull: Resolved<boolean>;
+  /** What an enqueue does to a key with unfinished tasks (read at enqueue, src/db/key-strategy.ts). */
+  keyStrategy: Resolved<KeyStrategy>;
 }
 
 /** An override wins over the environment, field by field; otherwise the default holds. */
@@ -59,6 +61,7 @@ export function resolveQueueLimits(env: QueueLimitSettings | undefined, override
     adaptive: pick('adaptive'),
     adaptiveMin: pick('adaptive_min'),
     pull: pick('pull'),
+    keyStrategy: pick('key_strategy'),
   };
 }
 

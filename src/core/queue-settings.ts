@@ -1,9 +1,10 @@
 /**
- * Every claim-time queue setting, declared once (docs/DESIGN.md §5): its name on the wire, its
- * value's schema, its default and what it means. `SLUICE_QUEUES` (src/config.ts), the run-time
- * override (`PUT /v1/queues/:queue`), the claim's JSON (`claimQueuesJson`), the precedence
- * (core/limits.ts) and the describe view derive from this list; the CLI's flags and the SDK's
- * wire types are held to it by test/unit/queue-settings.test.ts.
+ * Every queue setting, declared once (docs/DESIGN.md §5): its name on the wire, its value's
+ * schema, its default, what it means, and what reads it (the claim, or the enqueue).
+ * `SLUICE_QUEUES` (src/config.ts), the run-time override (`PUT /v1/queues/:queue`), the claim's
+ * JSON (`claimQueuesJson`, the claim-time ones), the precedence (core/limits.ts) and the
+ * describe view derive from this list; the CLI's flags, the SQL that reads each setting and the
+ * SDK's wire types are held to it by test/unit/queue-settings.test.ts.
  */
 import { z } from 'zod';
 import { LIMITS } from './types.ts';
@@ -25,13 +26,31 @@ export const queueRateSchema = rateSchema.extend({ burst: z.number().int().min(1
 
 const count = () => z.number().int().min(1).max(1_000_000);
 
-/** One setting: the schema of its value (never null), the value that holds when none is given, and its meaning. */
+/**
+ * What an enqueue does to a concurrency key that has unfinished tasks (`key_strategy`,
+ * src/db/key-strategy.ts): `queue` adds the task behind them; `cancel_in_progress` cancels them
+ * all, a leased one ending at once; `cancel_newest` adds nothing and answers the unfinished
+ * task (`skipped`); `replace_pending` cancels the pending ones and leaves a running one be.
+ */
+export const KEY_STRATEGIES = ['queue', 'cancel_in_progress', 'cancel_newest', 'replace_pending'] as const;
+export type KeyStrategy = (typeof KEY_STRATEGIES)[number];
+
+/**
+ * One setting: the schema of its value (never null), the value that holds when none is given,
+ * its meaning, and what reads it: the claim (it travels in the claim's JSON) or the enqueue.
+ */
 interface Setting<S extends z.ZodType> {
   schema: S;
   fallback: z.output<S> | null;
   about: string;
+  readBy: 'claim' | 'enqueue';
 }
-const setting = <S extends z.ZodType>(schema: S, fallback: z.output<S> | null, about: string): Setting<S> => ({ schema, fallback, about });
+const setting = <S extends z.ZodType>(
+  schema: S,
+  fallback: z.output<S> | null,
+  about: string,
+  readBy: Setting<S>['readBy'] = 'claim',
+): Setting<S> => ({ schema, fallback, about, readBy });
 
 export const QUEUE_SETTINGS = {
   concurrency: setting(count(), null, 'Leased tasks in the queue at once.'),
@@ -51,10 +70,18 @@ export const QUEUE_SETTINGS = {
     false,
     'Consumed by pulling (POST /v1/queues/:queue/lease), not pushed: its tasks need no url, and the dispatcher leaves them to the consumers.',
   ),
+  key_strategy: setting(
+    z.enum(KEY_STRATEGIES),
+    'queue',
+    'What an enqueue does to a concurrency key with unfinished tasks: `queue` waits behind them; `cancel_in_progress` cancels them (a leased one at once); `cancel_newest` makes nothing and answers the unfinished task (`skipped`); `replace_pending` cancels the pending ones.',
+    'enqueue',
+  ),
 } as const;
 
 export type QueueSettingName = keyof typeof QUEUE_SETTINGS;
 export const QUEUE_SETTING_NAMES = Object.keys(QUEUE_SETTINGS) as QueueSettingName[];
+/** The settings the claim reads (from its JSON and the override), not the enqueue. */
+export const CLAIM_SETTING_NAMES = QUEUE_SETTING_NAMES.filter((name) => QUEUE_SETTINGS[name].readBy === 'claim');
 
 type Settings = typeof QUEUE_SETTINGS;
 
@@ -83,6 +110,6 @@ export type QueueSettingsPatchInput = z.infer<typeof queueSettingsPatchSchema>;
 /** Only the claim-time settings of `options` (a queue's entry in `SLUICE_QUEUES` holds more). */
 export function pickQueueSettings(options: Partial<Record<string, unknown>>): QueueLimits {
   const out: Record<string, unknown> = {};
-  for (const name of QUEUE_SETTING_NAMES) if (options[name] !== undefined) out[name] = options[name];
+  for (const name of CLAIM_SETTING_NAMES) if (options[name] !== undefined) out[name] = options[name];
   return out as QueueLimits;
 }

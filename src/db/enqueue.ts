@@ -3,9 +3,11 @@
  * matches an unfinished task of its queue returns that task), read back whole or as references.
  */
 import { ValidationError } from '../core/errors.ts';
+import type { KeyStrategy } from '../core/queue-settings.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import { type Db, prepared, type Queryable } from './db.ts';
 import { type Debounce, debounceJoin, debounceRecord } from './debounce.ts';
+import { insertWithKeyStrategies, type KeyCancelled, keyStrategyMayApply } from './key-strategy.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask, UNFINISHED_SQL } from './rows.ts';
 
 /** A task to insert, every default already resolved. Times are the database's. */
@@ -37,6 +39,8 @@ export interface NewTask {
   debounce?: Debounce | null;
   /** Whom to tell when it succeeds or goes dead (migrations/0019_callbacks.sql). */
   callback?: Callback | null;
+  /** Its queue's `key_strategy` in SLUICE_QUEUES (default `queue`); a run-time override wins, read at the insert (db/key-strategy.ts). */
+  keyStrategy?: KeyStrategy;
 }
 
 /** A task's callbacks, with the retry settings of the notification (the queue `callbacks`'s). */
@@ -60,6 +64,10 @@ export interface Enqueued<T = Task> {
   deduplicated: boolean;
   /** For a task with `debounce`: true when it joined an earlier task, which is `task`. */
   debounced?: boolean;
+  /** Under `key_strategy: cancel_newest`: true when the key had an unfinished task, which is `task`; nothing was made. */
+  skipped?: boolean;
+  /** Leases its key strategy ended (`cancel_in_progress`): their slots are free, their pushes' answers find no lease. */
+  endedLeases?: readonly KeyCancelled[];
 }
 
 /** What a lean enqueue reads back of each task: where it went, and when it comes due. */
@@ -163,6 +171,14 @@ with input as materialized (
   select x.*, (x.n - 1)::integer as ord, nextval(pg_get_serial_sequence('sluice.tasks', 'id')) as new_id
   from unnest(${params}) with ordinality as x(${names}, n)
 ),
+-- A keyed task of a queue whose run-time key_strategy is not 'queue' is written under its key's
+-- lock (db/key-strategy.ts): unless that is where this runs (the last parameter false), the
+-- statement then writes nothing and says so.
+strategic as (
+  select from input i join sluice.queues q on q.name = i.queue
+  where $${INPUT_COLUMNS.length + 1}::boolean and i.concurrency_key is not null and q.options ->> 'key_strategy' <> 'queue'
+  limit 1
+),
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts,
@@ -174,11 +190,12 @@ inserted as (
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
     max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback
   from input
+  where not exists (select from strategic)
   order by ord
   on conflict (queue, dedup_key) where dedup_key is not null and status in ${UNFINISHED_SQL} do nothing
   returning ${columns}
 )
-select i.ord, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
+select i.ord, exists (select from strategic) as key_strategy_in_force, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
 }
 
 function findUnfinishedByDedupSql(columns: string): string {
@@ -206,7 +223,37 @@ export function taskInsertManyRefs(db: Db, tasks: readonly NewTask[]): Promise<E
   return insertMany(db, tasks, REF);
 }
 
-async function insertMany<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+async function insertMany<R, T extends { id: string }>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+  if (tasks.some(keyStrategyMayApply)) return insertUnderKeyStrategies(db, tasks, shape);
+  try {
+    return await insertUnguarded(db, tasks, shape);
+  } catch (error) {
+    // A run-time override gave a queue of these tasks a key strategy.
+    if (!(error instanceof KeyStrategyInForce)) throw error;
+    return insertUnderKeyStrategies(db, tasks, shape);
+  }
+}
+
+/** The enqueue in one transaction under key strategies (db/key-strategy.ts), tried again as a dedup race asks. */
+async function insertUnderKeyStrategies<R, T extends { id: string }>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction((tx) =>
+        insertWithKeyStrategies(tx, tasks, {
+          insert: (some) =>
+            some.some((t) => t.debounce)
+              ? insertWithDebounces(tx, some, shape, false)
+              : insertOnce(tx, inputColumns(some), some, shape, false),
+          read: async (id) => shape.read((await tx.query<R>(shape.findById, [id]))[0]!),
+        }),
+      );
+    } catch (error) {
+      if (!(error instanceof DedupRace) || attempt >= 5) throw error;
+    }
+  }
+}
+
+async function insertUnguarded<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
   // A batch with debounced items goes its own way (it builds its inputs per part).
   const debounced = tasks.some((t) => t.debounce);
   const input = debounced ? [] : inputColumns(tasks);
@@ -228,7 +275,12 @@ async function insertMany<R, T>(db: Db, tasks: readonly NewTask[], shape: Shape<
  * then each debounced item in input order, joining its key's task or made as the one to join
  * (a trailing one due `periodMs` from now).
  */
-async function insertWithDebounces<R, T>(q: Queryable, tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+async function insertWithDebounces<R, T>(
+  q: Queryable,
+  tasks: readonly NewTask[],
+  shape: Shape<R, T>,
+  guarded = true,
+): Promise<Enqueued<T>[]> {
   const out: Enqueued<T>[] = new Array(tasks.length);
   const plain = tasks.flatMap((t, i) => (t.debounce ? [] : [i]));
   if (plain.length > 0) {
@@ -237,6 +289,7 @@ async function insertWithDebounces<R, T>(q: Queryable, tasks: readonly NewTask[]
       inputColumns(plain.map((i) => tasks[i]!)),
       plain.map((i) => tasks[i]!),
       shape,
+      guarded,
     );
     made.forEach((e, n) => {
       out[plain[n]!] = e;
@@ -252,7 +305,7 @@ async function insertWithDebounces<R, T>(q: Queryable, tasks: readonly NewTask[]
       continue;
     }
     const first = task.debounce.mode === 'trailing' ? { ...task, runAt: null, delayMs: task.debounce.periodMs } : task;
-    const [made] = await insertOnce(q, inputColumns([first]), [first], shape);
+    const [made] = await insertOnce(q, inputColumns([first]), [first], shape, guarded);
     await debounceRecord(q, task, (made!.task as { id: string }).id);
     out[i] = { ...made!, debounced: false };
   }
@@ -263,7 +316,19 @@ class DedupRace extends Error {
   override name = 'DedupRace';
 }
 
-async function insertOnce<R, T>(q: Queryable, input: unknown[][], tasks: readonly NewTask[], shape: Shape<R, T>): Promise<Enqueued<T>[]> {
+/** The insert found a queue whose run-time override sets a key strategy: it wrote nothing. */
+class KeyStrategyInForce extends Error {
+  override name = 'KeyStrategyInForce';
+}
+
+/** `guarded`: a keyed task of a queue with a key strategy makes the insert write nothing (`KeyStrategyInForce`). */
+async function insertOnce<R, T>(
+  q: Queryable,
+  input: unknown[][],
+  tasks: readonly NewTask[],
+  shape: Shape<R, T>,
+  guarded = true,
+): Promise<Enqueued<T>[]> {
   const parents = [...new Set(tasks.flatMap((t) => (t.parentId === null ? [] : [t.parentId])))];
   if (parents.length > 0) {
     // A child's parent is a task that has not finished (so never the child itself): a finished
@@ -276,14 +341,15 @@ async function insertOnce<R, T>(q: Queryable, input: unknown[][], tasks: readonl
     if (missing.length > 0) throw new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
   }
   // A row of the left join whose insert met a dedup conflict has every column null.
-  let rows: Array<R & { ord: number; id: string | null }>;
+  let rows: Array<R & { ord: number; id: string | null; key_strategy_in_force: boolean }>;
   try {
-    rows = await q.query(shape.insert, input);
+    rows = await q.query(shape.insert, [...input, guarded]);
   } catch (error) {
     // The only foreign key a client names: parent_id.
     if ((error as { code?: string }).code === '23503') throw new ValidationError([{ path: 'parent_id', message: 'names no task' }]);
     throw error;
   }
+  if (rows[0]?.key_strategy_in_force) throw new KeyStrategyInForce('a key strategy applies: enqueue under the key lock');
   const missing = rows.filter((r) => r.id === null).map((r) => tasks[r.ord]!);
   let existing = new Map<string, T>();
   if (missing.length > 0) {

@@ -117,6 +117,8 @@ export interface EnqueuedTask extends TaskView {
   deduplicated: boolean;
   /** For a task with `debounce`: whether it joined an earlier task (the one answered). */
   debounced?: boolean | undefined;
+  /** Under the queue's `key_strategy: cancel_newest`: true when its key had an unfinished task, which is answered; nothing was made. */
+  skipped?: boolean | undefined;
 }
 
 /**
@@ -129,6 +131,7 @@ export interface EnqueuedRef {
   status: TaskStatus;
   deduplicated: boolean;
   debounced?: boolean | undefined;
+  skipped?: boolean | undefined;
 }
 
 export interface AttemptView {
@@ -197,7 +200,15 @@ export interface QueueSettingsPatch {
   adaptive?: boolean | null;
   adaptive_min?: number | null;
   pull?: boolean | null;
+  key_strategy?: KeyStrategy | null;
 }
+
+/**
+ * What an enqueue does to a concurrency key with unfinished tasks: `queue` (default) waits
+ * behind them; `cancel_in_progress` cancels them, a leased one at once; `cancel_newest` makes
+ * nothing and answers the unfinished task (`skipped`); `replace_pending` cancels the pending ones.
+ */
+export type KeyStrategy = 'queue' | 'cancel_in_progress' | 'cancel_newest' | 'replace_pending';
 
 export interface Sourced<T> {
   value: T;
@@ -219,6 +230,8 @@ export interface QueueView {
   adaptive_min: Sourced<number>;
   /** Consumed by pulling (`POST /v1/queues/{queue}/lease`), not pushed. */
   pull: Sourced<boolean>;
+  /** What an enqueue does to a concurrency key with unfinished tasks. */
+  key_strategy: Sourced<KeyStrategy>;
   key_from: string | null;
   url: string | null;
   max_attempts: number;
@@ -256,6 +269,8 @@ export interface ConcurrencyView {
   cluster: LevelView;
   /** Whether the queue learns its limits from its endpoint (AIMD). */
   adaptive: boolean;
+  /** What an enqueue does to a concurrency key with unfinished tasks. */
+  key_strategy: Sourced<KeyStrategy>;
   queue_level: QueueLevelView;
   keys: KeyLevelView[];
   keyless: { active: number; slots: SlotView[] };

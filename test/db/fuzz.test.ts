@@ -86,6 +86,11 @@ const jsonBody = fc.oneof(
       headers: fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ unit: 'binary', maxLength: 8 }), { maxKeys: 3 }),
       tasks: fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 }),
       concurrency: fc.oneof(fc.integer(), fc.constant(null), fc.boolean()),
+      key_strategy: fc.oneof(
+        fc.constantFrom('queue', 'cancel_in_progress', 'cancel_newest', 'replace_pending'),
+        fc.constant(null),
+        fc.string({ maxLength: 12 }),
+      ),
       limit: fc.oneof(fc.integer(), fc.string()),
       extend_ms: fc.integer(),
       result: fc.jsonValue({ maxDepth: 2 }),

@@ -1,8 +1,8 @@
 /**
  * A queue setting is declared once (src/core/queue-settings.ts). What derives from the list is
  * checked here against it, and so is what cannot derive from it: the claim statement's reading of
- * each setting and its default (migrations/functions/claim.sql), the describe view's fields, and
- * the CLI's flags.
+ * each claim-time setting and its default (migrations/functions/claim.sql), the enqueue's reading
+ * of each enqueue-time one (src/db/key-strategy.ts), the describe view's fields, and the CLI's flags.
  */
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
@@ -10,10 +10,18 @@ import { queue as queueAnswer } from '../../src/api/answers.ts';
 import { SETTING_FIELDS } from '../../src/cli/commands/queues.ts';
 import { claimQueuesJson, loadConfig } from '../../src/config.ts';
 import { resolveQueueLimits } from '../../src/core/limits.ts';
-import { QUEUE_SETTING_NAMES, QUEUE_SETTINGS, queueLimitsSchema, queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';
+import {
+  CLAIM_SETTING_NAMES,
+  QUEUE_SETTING_NAMES,
+  QUEUE_SETTINGS,
+  queueLimitsSchema,
+  queueSettingsPatchSchema,
+} from '../../src/core/queue-settings.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 
 const CLAIM_SQL = await readFile(new URL('../../migrations/functions/claim.sql', import.meta.url), 'utf8');
+const ENQUEUE_SQL = await readFile(new URL('../../src/db/key-strategy.ts', import.meta.url), 'utf8');
+const ENQUEUE_SETTING_NAMES = QUEUE_SETTING_NAMES.filter((n) => QUEUE_SETTINGS[n].readBy === 'enqueue');
 
 /** A value of each setting, unlike its default. */
 const SAMPLE = {
@@ -26,6 +34,7 @@ const SAMPLE = {
   adaptive: true,
   adaptive_min: 2,
   pull: true,
+  key_strategy: 'cancel_newest',
 } satisfies Record<(typeof QUEUE_SETTING_NAMES)[number], unknown>;
 
 describe('the queue settings, declared once', () => {
@@ -36,12 +45,15 @@ describe('the queue settings, declared once', () => {
     expect(queueSettingsPatchSchema.parse(Object.fromEntries(QUEUE_SETTING_NAMES.map((n) => [n, null])))).toBeTruthy();
   });
 
-  it('reach the claim as JSON: every setting, and nothing of the queue that is not one', async () => {
+  it('reach the claim as JSON: every claim-time setting, and nothing of the queue that is not one', async () => {
     const secrets = await makeSecrets();
     const config = loadConfig(
       testEnv(secrets, 'postgres://localhost/x', { SLUICE_QUEUES: JSON.stringify({ q: { ...SAMPLE, key_from: 'id', max_attempts: 3 } }) }),
     );
-    expect(JSON.parse(claimQueuesJson(config))).toEqual({ q: SAMPLE });
+    const claimTime = Object.fromEntries(CLAIM_SETTING_NAMES.map((n) => [n, SAMPLE[n]]));
+    expect(JSON.parse(claimQueuesJson(config))).toEqual({ q: claimTime });
+    expect(ENQUEUE_SETTING_NAMES).toEqual(['key_strategy']);
+    expect([...CLAIM_SETTING_NAMES, ...ENQUEUE_SETTING_NAMES].sort()).toEqual([...QUEUE_SETTING_NAMES].sort());
   });
 
   it('each has its default when nothing sets it, and an override wins over the environment', () => {
@@ -56,13 +68,24 @@ describe('the queue settings, declared once', () => {
       adaptive: none.adaptive,
       adaptive_min: none.adaptiveMin,
       pull: none.pull,
+      key_strategy: none.keyStrategy,
     };
     for (const name of QUEUE_SETTING_NAMES) expect(byName[name], name).toEqual({ value: QUEUE_SETTINGS[name].fallback, source: 'default' });
     expect(resolveQueueLimits({ concurrency: 2 }, { concurrency: 7 }).concurrency).toEqual({ value: 7, source: 'override' });
   });
 
+  it('are each read by the enqueue from the override, then the environment, with the same default', () => {
+    for (const name of ENQUEUE_SETTING_NAMES) {
+      const line = ENQUEUE_SQL.split('\n').find((l) => l.includes(`q.options ->> '${name}'`));
+      expect(line, `key-strategy.ts reads ${name}`).toBeDefined();
+      expect(line).toContain(
+        `coalesce(q.options ->> '${name}', e.env, ${JSON.stringify(QUEUE_SETTINGS[name].fallback).replaceAll('"', "'")}) as ${name}`,
+      );
+    }
+  });
+
   it('are each read by the claim from the override, then the environment, with the same default', () => {
-    for (const name of QUEUE_SETTING_NAMES) {
+    for (const name of CLAIM_SETTING_NAMES) {
       if (name === 'paused') {
         // Pausing has a column of its own (tri-state), so a pause outlives a reset of the options.
         expect(CLAIM_SQL).toContain("coalesce(q.paused, (p_queues -> d.queue ->> 'paused')::boolean, false) as paused");

@@ -178,6 +178,32 @@ export const ACTIONS: Record<string, Action> = {
       return `Queue ${view.name}: concurrency ${view.concurrency.value ?? 'none'} (${view.concurrency.source}), key concurrency ${view.key_concurrency.value ?? 'none'} (${view.key_concurrency.source}).`;
     },
   },
+  'key-strategy': {
+    fields: ['queue', 'value'],
+    describe: (p) => {
+      const q = queueName(p.queue ?? '');
+      const value = (p.value ?? '').trim() === '' ? null : (p.value ?? '');
+      const meaning: Record<string, string> = {
+        queue: 'A new task of a busy key waits its turn behind the key’s unfinished tasks.',
+        cancel_in_progress:
+          'A new task of a key cancels the key’s unfinished tasks; a leased one ends at once, its slot free and its push’s answer ignored.',
+        cancel_newest: 'An enqueue for a key with an unfinished task makes nothing; it answers that task, marked skipped.',
+        replace_pending: 'A new task of a key cancels the key’s pending tasks; a running one keeps running.',
+      };
+      return {
+        title: value === null ? `Remove the run-time key strategy of queue ${q}` : `Set the key strategy of queue ${q} to ${value}`,
+        detail: `${value === null ? 'The value from SLUICE_QUEUES, else queue, applies again.' : (meaning[value] ?? '')} From the next enqueue on; tasks already enqueued are left as they are.`,
+        call: { method: 'PUT', path: `/v1/queues/${seg(q)}`, body: { key_strategy: value } },
+        back: queuePage(q),
+        danger: value === 'cancel_in_progress',
+      };
+    },
+    perform: async (ops, p) => {
+      const { call } = await ACTIONS['key-strategy']!.describe(p, ops);
+      const view = await patchQueue(ops, queueName(p.queue ?? ''), call?.body);
+      return `Queue ${view.name}: key strategy ${view.key_strategy.value} (${view.key_strategy.source}).`;
+    },
+  },
   'queue-reset': {
     fields: ['queue'],
     describe: (p) => {

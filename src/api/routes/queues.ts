@@ -103,6 +103,7 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
     queue: p.queue,
     cluster: p.cluster,
     adaptive: p.adaptive,
+    key_strategy: { value: p.keyStrategy.value, source: p.keyStrategy.source },
     queue_level: learnt(p.queueLevel),
     keys: p.keys.map(({ holders, ...k }) => ({ ...learnt(k), slots: slots(holders) })),
     keyless: { active: p.keyless.length, slots: slots(p.keyless) },

@@ -3,7 +3,7 @@ import { type Context, Hono } from 'hono';
 import { type FieldIssue, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
-import { type Poke, pokeForTasks } from '../../core/wake.ts';
+import { type Poke, pokeForTasks, pokeLeaseEnded } from '../../core/wake.ts';
 import { type Enqueued, type NewTask, type TaskRef, taskInsertMany, taskInsertManyRefs } from '../../db/enqueue.ts';
 import { taskChildren } from '../../db/waits.ts';
 import type { Answer, children as childList, enqueued, enqueuedBatch, taskList } from '../answers.ts';
@@ -21,8 +21,8 @@ export const tasks = new Hono<AppEnv>();
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
   const [view] = await enqueue(c, await validateTasks(c, [inheritTrace(raw, trace(c))], ''));
-  // 200: an existing task answers, a dedup hit or the task a debounced enqueue joined.
-  return c.json(view, view?.deduplicated || view?.debounced ? 200 : 201);
+  // 200: an existing task answers, a dedup hit, the task a debounced enqueue joined, or the key's task it skipped for.
+  return c.json(view, view?.deduplicated || view?.debounced || view?.skipped ? 200 : 201);
 });
 
 tasks.post('/batch', requireScope('tasks:write'), async (c) => {
@@ -49,11 +49,13 @@ async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]): Promis
   if (prefersMinimal(c.req.header('prefer'))) {
     const refs = await taskInsertManyRefs(c.var.db, newTasks);
     pokeForNew(c.var.poke, refs);
+    pokeForEnded(c, refs);
     c.header('Preference-Applied', 'return=minimal');
     return refs.map((r) => ({ ...taskStateView(r.task), ...joined(r) }));
   }
   const results = await taskInsertMany(c.var.db, newTasks);
   pokeForNew(c.var.poke, results);
+  pokeForEnded(c, results);
   return results.map((r) => enqueuedView(r, c.var.canRead));
 }
 
@@ -110,19 +112,29 @@ tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
 /** Tells the dispatcher when the tasks just written come due (a deduplicated hit adds nothing). */
 function pokeForNew(poke: (p: Poke) => void, results: readonly Enqueued<TaskRef>[]): void {
   const p = pokeForTasks(
-    results.filter((r) => !r.deduplicated).map((r) => r.task),
+    results.filter((r) => !r.deduplicated && !r.skipped).map((r) => r.task),
     Date.now(),
   );
   if (p) poke(p);
 }
 
+/** Leases a key strategy ended free their slots now: a poke as for a lease's end, per queue. */
+function pokeForEnded(c: Context<AppEnv>, results: readonly Enqueued<unknown>[]): void {
+  const queues = new Set(results.flatMap((r) => (r.endedLeases ?? []).map((l) => l.queue)));
+  for (const queue of queues) c.var.poke(pokeLeaseEnded(Date.now(), queue, c.var.config.clusterCap));
+}
+
 /** A new task is the caller's own; a dedup hit may be another caller's, shown whole only to readers. */
 function enqueuedView(e: Enqueued, canRead: boolean): Answer<typeof enqueued> {
-  const another = e.deduplicated || e.debounced === true;
+  const another = e.deduplicated || e.debounced === true || e.skipped === true;
   return { ...(another && !canRead ? taskStateView(e.task) : taskView(e.task)), ...joined(e) };
 }
 
 /** Whether the answer is another task than a new one: a dedup hit, or (debounced) the task it joined. */
 function joined(e: Enqueued<unknown>) {
-  return { deduplicated: e.deduplicated, ...(e.debounced === undefined ? {} : { debounced: e.debounced }) };
+  return {
+    deduplicated: e.deduplicated,
+    ...(e.debounced === undefined ? {} : { debounced: e.debounced }),
+    ...(e.skipped === undefined ? {} : { skipped: e.skipped }),
+  };
 }

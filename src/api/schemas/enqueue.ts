@@ -268,6 +268,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       leaseMs,
       dedupKey: input.dedup_key ?? null,
       callback,
+      keyStrategy: config.queues[input.queue]?.key_strategy ?? 'queue',
       ...(input.debounce
         ? {
             debounce: {

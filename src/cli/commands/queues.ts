@@ -1,5 +1,5 @@
 /** `sluice queues set | reset | pause | resume`: run-time overrides of a queue (admin key). */
-import type { QueueSettingsPatch, QueueView } from '../../protocol/wire.ts';
+import type { KeyStrategy, QueueSettingsPatch, QueueView } from '../../protocol/wire.ts';
 import { type FlagSpec, intFlag, type Parsed } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';
@@ -31,13 +31,29 @@ const SWITCHES = [
   ['pull', 'pull', 'consumed by pulling (`sluice listen`, POST /v1/queues/QUEUE/lease), not pushed; its tasks need no url'],
 ] as const;
 
+const KEY_STRATEGIES: readonly KeyStrategy[] = ['queue', 'cancel_in_progress', 'cancel_newest', 'replace_pending'];
+
+const CHOICES = [
+  [
+    'key-strategy',
+    'key_strategy',
+    KEY_STRATEGIES,
+    'what an enqueue does to a concurrency key with unfinished tasks: queue (wait behind them), cancel_in_progress (cancel them, a leased one at once), cancel_newest (make nothing, answer that task), replace_pending (cancel the pending ones)',
+  ],
+] as const;
+
 /** The queue settings `queues set` takes, by field: every one of core/queue-settings.ts (a test holds them together). */
-export const SETTING_FIELDS: readonly string[] = [...SETTINGS, ...RATES, ...SWITCHES].map(([, field]) => field);
+export const SETTING_FIELDS: readonly string[] = [...SETTINGS, ...RATES, ...SWITCHES, ...CHOICES].map(([, field]) => field);
 
 const settingFlags: FlagSpec[] = [
   ...SETTINGS.map(([flag, , help]) => ({ name: flag, value: 'N|unset', help: `${help}; \`unset\` drops the override` })),
   ...RATES.map(([flag, , help]) => ({ name: flag, value: 'N/PERIOD|unset', help: `${help}; \`unset\` drops the override` })),
   ...SWITCHES.map(([flag, , help]) => ({ name: flag, value: 'true|false|unset', help: `${help}; \`unset\` drops the override` })),
+  ...CHOICES.map(([flag, , values, help]) => ({
+    name: flag,
+    value: `${values.join('|')}|unset`,
+    help: `${help}; \`unset\` drops the override`,
+  })),
 ];
 
 /** The PUT body: a value sets a field, `unset` sends null (drops that override), others stay as they are. */
@@ -55,6 +71,13 @@ function patchFrom(parsed: Parsed): QueueSettingsPatch {
     if (value === 'unset') patch[field] = null;
     else if (value === 'true' || value === 'false') patch[field] = value === 'true';
     else throw new UsageError(`--${flag} takes true, false or unset, not ${JSON.stringify(value)}`);
+  }
+  for (const [flag, field, values] of CHOICES) {
+    const value = parsed.flags.get(flag);
+    if (value === undefined) continue;
+    if (value === 'unset') patch[field] = null;
+    else if ((values as readonly unknown[]).includes(value)) patch[field] = value;
+    else throw new UsageError(`--${flag} takes ${values.join(', ')} or unset, not ${JSON.stringify(value)}`);
   }
   if (Object.keys(patch).length === 0) {
     throw new UsageError(`nothing to set: give at least one of ${settingFlags.map((f) => `--${f.name}`).join(', ')}`);

@@ -118,6 +118,7 @@ export function queueReport(q: RatedQueue | CountedQueue): string {
     ['adaptive', sourced(q.adaptive)],
     ['adaptive min', sourced(q.adaptive_min)],
     ['pulled', sourced(q.pull)],
+    ['key strategy', sourced(q.key_strategy)],
     ['key from', q.key_from ?? '-'],
     ['default url', q.url ?? '-'],
     ['task defaults', `max_attempts ${q.max_attempts}, lease ${span(q.lease_ms)}, timeout ${span(q.timeout_ms)}`],
@@ -159,8 +160,9 @@ function slotsReport(c: RatedConcurrency, now: number): string {
   ]);
   const paused = c.queue_level.paused ? ' (paused: nothing new is claimed)' : '';
   const adaptive = c.adaptive ? ' (adaptive: its limits learn from the endpoint)' : '';
+  const strategy = c.key_strategy.value === 'queue' ? '' : ` (key strategy ${c.key_strategy.value})`;
   return [
-    `slots of queue ${c.queue}${paused}${adaptive}`,
+    `slots of queue ${c.queue}${paused}${adaptive}${strategy}`,
     table(['LEVEL', 'KEY', 'LIMIT', 'LEARNT', 'LEASED', 'RATE USED'], levels),
     '',
     holders.length ? table(['TASK', 'KEY', 'LEASE', 'LEASED AT', 'HELD', 'EXPIRES IN'], holderRows) : 'no slot is held',

@@ -113,6 +113,16 @@ function queueSettingForm(
 <button type="submit">Set…</button></form>`;
 }
 
+const KEY_STRATEGIES = ['queue', 'cancel_in_progress', 'cancel_newest', 'replace_pending'] as const;
+
+/** The queue's key strategy (what an enqueue does to a busy key), with a form that overrides it. */
+function keyStrategyForm(queue: string, current: QueueView['key_strategy']) {
+  return html`<form class="inline" method="get" action="/dashboard/confirm/key-strategy"><input type="hidden" name="queue" value="${queue}">
+<label for="key-strategy">Key strategy <b>${current.value}</b> <span class="source">${current.source}</span></label>
+<select id="key-strategy" name="value">${KEY_STRATEGIES.map((s) => html`<option value="${s}"${s === current.value ? ' selected' : ''}>${s}</option>`)}<option value="">(remove the override)</option></select>
+<button type="submit">Set…</button></form>`;
+}
+
 export function queuePage(q: QueueView, p: ConcurrencyPicture, topKeys: number) {
   const name = encodeURIComponent(q.name);
   return html`<h1>Queue <code>${q.name}</code> ${q.paused.value ? html`<span class="badge paused">paused</span>` : ''}${q.pull.value ? html` <span class="badge" title="consumed by pulling (POST /v1/queues/${q.name}/lease), not pushed">pulled</span>` : ''}</h1>
@@ -124,6 +134,7 @@ export function queuePage(q: QueueView, p: ConcurrencyPicture, topKeys: number) 
 <div class="panel actions">
 ${queueSettingForm(q.name, 'concurrency', 'Queue limit', q.concurrency)}
 ${queueSettingForm(q.name, 'key_concurrency', 'Key concurrency', q.key_concurrency)}
+${keyStrategyForm(q.name, q.key_strategy)}
 </div>
 <div class="panel actions">
 <form class="inline" method="get" action="/dashboard/confirm/key-limit"><input type="hidden" name="queue" value="${q.name}">
