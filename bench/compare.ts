@@ -17,7 +17,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { NODE_PARALLELISM as SLUICE_NODE_PARALLELISM } from '../src/node/server.ts';
+import { DEFAULT_PARALLELISM } from '../src/config.ts';
 import { barePush } from './compare/bare-push.ts';
 import { PG_SETTINGS, startCluster } from './compare/cluster.ts';
 import { type Contender, IN_FLIGHT, IN_FLIGHT_LEVELS, makeJobs } from './compare/contender.ts';
@@ -70,7 +70,7 @@ const [pgBoss16, pgBoss64] = [pgBossTuned(low), pgBossTuned(high)];
 // The ceiling for push: the same signed POSTs to the same endpoint, with no queue behind them.
 const [bare16, bare64] = [barePush(endpoint, low), barePush(endpoint, high)];
 const engine16 = sluiceEngine(secrets, IN_FLIGHT);
-const engine = sluiceEngine(secrets, SLUICE_NODE_PARALLELISM);
+const engine = sluiceEngine(secrets, DEFAULT_PARALLELISM.node);
 const push16 = sluicePush(secrets, endpoint, IN_FLIGHT);
 const push = sluicePush(secrets, endpoint, null);
 const peers16 = [graphileDefault16, graphileBatched16, pgBoss16];

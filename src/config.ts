@@ -218,9 +218,8 @@ const envObject = z.object({
   SLUICE_PUSH_TIMEOUT_MS: int(100, LIMITS.maxLeaseMs).default(DEFAULT_TIMEOUT_MS),
   SLUICE_MAX_LEASE_MS: int(1_000, 7 * 24 * 3_600_000).default(LIMITS.maxLeaseMs),
   SLUICE_MAX_CLAIM_BATCH: int(1, 1_000).default(100),
-  // Workers allow 6 connections waiting for response headers per invocation (an open
-  // database socket no longer counts): 6 pushes per shard.
-  SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).default(6),
+  // Default: `DEFAULT_PARALLELISM`, by where the dispatcher runs.
+  SLUICE_DISPATCH_PARALLELISM: int(1, 1_000).optional(),
   SLUICE_DISPATCH_SHARDS: int(1, 256).default(4),
   SLUICE_MAX_SUBREQUESTS: int(20, 1_000_000).default(1_000),
   SLUICE_CLUSTER_CAP: int(1, 1_000_000).optional(),
@@ -304,11 +303,25 @@ const neonEnvSchema = envObject
   .extend({ DATABASE_URL: z.string({ error: 'is required: the Postgres connection string' }).min(1, 'is required') })
   .superRefine(checkTogether);
 
-const cache = new WeakMap<object, Config>();
+/** Where a dispatcher runs: a Worker's pusher shard, or the Node server's process. */
+export type DispatchHost = 'worker' | 'node';
 
-/** Parses the environment once per env object; throws `ConfigError` naming every problem. */
-export function loadConfig(env: Env): Config {
-  const cached = cache.get(env);
+/**
+ * Pushes in flight per dispatcher when `SLUICE_DISPATCH_PARALLELISM` is not set. Workers allow
+ * 6 connections waiting for response headers per invocation (an open database socket no longer
+ * counts): 6 per shard. A Node process has no such cap, and a push in flight costs a socket, not
+ * a thread: more places mean claim passes and settles of many tasks each.
+ */
+export const DEFAULT_PARALLELISM: Readonly<Record<DispatchHost, number>> = Object.freeze({ worker: 6, node: 64 });
+
+const cache: Record<DispatchHost, WeakMap<object, Config>> = { worker: new WeakMap(), node: new WeakMap() };
+
+/**
+ * Parses the environment once per env object, with the defaults of where it runs (`host`);
+ * throws `ConfigError` naming every problem.
+ */
+export function loadConfig(env: Env, host: DispatchHost = 'worker'): Config {
+  const cached = cache[host].get(env);
   if (cached) return cached;
   const parsed = (env.SLUICE_DATABASE_PATH === 'hyperdrive' ? envSchema : neonEnvSchema).safeParse(blankToUndefined(env));
   if (!parsed.success) throw new ConfigError(fieldIssues(parsed.error).map(explain));
@@ -325,7 +338,7 @@ export function loadConfig(env: Env): Config {
     maxLeaseMs: e.SLUICE_MAX_LEASE_MS,
     pushTimeoutMs: e.SLUICE_PUSH_TIMEOUT_MS,
     maxClaimBatch: e.SLUICE_MAX_CLAIM_BATCH,
-    dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM,
+    dispatchParallelism: e.SLUICE_DISPATCH_PARALLELISM ?? DEFAULT_PARALLELISM[host],
     dispatchShards: e.SLUICE_DISPATCH_SHARDS,
     maxSubrequests: e.SLUICE_MAX_SUBREQUESTS,
     clusterCap: e.SLUICE_CLUSTER_CAP ?? null,
@@ -340,8 +353,29 @@ export function loadConfig(env: Env): Config {
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,
   });
-  cache.set(env, config);
+  cache[host].set(env, config);
   return config;
+}
+
+/** What only the Node server reads (`npm run serve`): where it listens, and its fallback poll. */
+export interface ServeOptions {
+  port: number;
+  host: string;
+  /** The longest the dispatcher sleeps when nothing is due (its fallback poll). */
+  pollIntervalMs: number;
+}
+
+const serveSchema = z.object({
+  PORT: int(0, 65_535).default(8787),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  SLUICE_POLL_INTERVAL_MS: int(100, 3_600_000).default(30_000),
+});
+
+/** The Node server's own variables; throws `ConfigError` naming every problem. */
+export function loadServeOptions(env: Env): ServeOptions {
+  const parsed = serveSchema.safeParse(blankToUndefined(env));
+  if (!parsed.success) throw new ConfigError(fieldIssues(parsed.error));
+  return { port: parsed.data.PORT, host: parsed.data.HOST, pollIntervalMs: parsed.data.SLUICE_POLL_INTERVAL_MS };
 }
 
 /** The defaults a queue gives its tasks: the queue's options, else the global ones. */

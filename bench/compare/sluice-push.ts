@@ -6,9 +6,9 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { DEFAULT_PARALLELISM } from '../../src/config.ts';
 import { migrateDatabase } from '../../src/node/migrations.ts';
 import { freePort } from '../../src/node/postgres.ts';
-import { NODE_PARALLELISM } from '../../src/node/server.ts';
 import { BIN, spawnReady } from '../../test/helpers/process.ts';
 import { type Database, PROBE } from './cluster.ts';
 import { type BenchJob, batches, type Contender, type Handler, IN_FLIGHT } from './contender.ts';
@@ -63,7 +63,7 @@ export function sluicePush(secrets: SluiceSecrets, endpoint: Endpoint, inFlight:
   return {
     id: inFlight === null ? 'Sp' : `Sp${inFlight}`,
     kind: 'Sluice push',
-    inFlight: inFlight ?? NODE_PARALLELISM,
+    inFlight: inFlight ?? DEFAULT_PARALLELISM.node,
     label: `Sluice push (npm run serve, HTTP, ${inFlight ?? 'default 64'} in flight)`,
     config: `src/node/serve.ts child process, SLUICE_DISPATCH_PARALLELISM ${inFlight ?? 'unset (Node default 64)'}, claim batch default (100), Ed25519-signed pushes to a local node:http endpoint answering 200; keyed: concurrency_limit 1 per task; enqueue with POST /v1/tasks/batch, 500 a call, Prefer: return=minimal, queue paused, resume starts the clock; each fresh server warmed first with ${WARMUP} tasks enqueued and pushed in a queue of their own, then removed`,
     role: 'sluice',

@@ -33,13 +33,6 @@ export interface NodeSluice {
 }
 
 /**
- * Pushes in flight when `SLUICE_DISPATCH_PARALLELISM` is not set. A process has no cap on
- * connections per invocation (Workers allow 6), and a push in flight costs a socket, not a
- * thread: more places mean claim passes and settles of many tasks each.
- */
-export const NODE_PARALLELISM = 64;
-
-/**
  * The dispatcher's connections: a claim, the group-committed settles, the reap, the next-due
  * probe and notes on unanswered pushes, at most a few at a time.
  */
@@ -91,7 +84,7 @@ export async function startNodeSluice(options: {
   /** Run a dispatcher in this process. Default true; false serves only the API. */
   dispatch?: boolean;
 }): Promise<NodeSluice> {
-  const config = loadConfig({ SLUICE_DISPATCH_PARALLELISM: String(NODE_PARALLELISM), ...options.env });
+  const config = loadConfig(options.env, 'node');
   // The API's requests give up on a connection in time (503); the dispatcher has a pool of its
   // own that waits, so that API load can never make it drop a settle (a push already made).
   const db = openPgDb(config.databaseUrl, options.poolSize ?? 20, options.connectTimeoutMs);
