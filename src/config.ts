@@ -83,6 +83,10 @@ export interface Config {
   clusterCap: number | null;
   allowPrivateTargets: boolean;
   queues: Readonly<Record<string, QueueOptions>>;
+  /** The claim-time settings of `queues`, as the claim statement takes them (JSON). */
+  claimQueuesJson: string;
+  /** The queues `queues` makes adaptive (a run-time override may change any), for the settle. */
+  adaptiveQueues: readonly string[];
   /** How long finished tasks are kept before the dispatcher deletes them; `null` = for ever. */
   retentionMs: number | null;
   /** Workers: how API requests reach Postgres: Neon's HTTP query endpoint, or a WebSocket Pool. */
@@ -344,6 +348,8 @@ export function loadConfig(env: Env, host: DispatchHost = 'worker'): Config {
     clusterCap: e.SLUICE_CLUSTER_CAP ?? null,
     allowPrivateTargets: e.SLUICE_ALLOW_PRIVATE_TARGETS,
     queues: Object.freeze(e.SLUICE_QUEUES),
+    claimQueuesJson: claimQueuesJson(e.SLUICE_QUEUES),
+    adaptiveQueues: Object.freeze(adaptiveQueues(e.SLUICE_QUEUES)),
     apiDatabase: e.SLUICE_API_DATABASE,
     dbLocationHint: e.SLUICE_DB_LOCATION_HINT ?? null,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
@@ -398,16 +404,16 @@ export function queueDefaults(config: Config, queue: string): QueueDefaults {
 }
 
 /** The environment's adaptive queues (a run-time override may change any), for the settle. */
-export function adaptiveQueues(config: Config): string[] {
-  return Object.entries(config.queues)
+function adaptiveQueues(queues: Readonly<Record<string, QueueOptions>>): string[] {
+  return Object.entries(queues)
     .filter(([, q]) => q.adaptive === true)
     .map(([name]) => name);
 }
 
 /** The environment's claim-time queue settings, as the claim statement takes them. */
-export function claimQueuesJson(config: Config): string {
+function claimQueuesJson(queues: Readonly<Record<string, QueueOptions>>): string {
   const out: Record<string, QueueLimits> = {};
-  for (const [name, q] of Object.entries(config.queues)) out[name] = pickQueueSettings(q);
+  for (const [name, q] of Object.entries(queues)) out[name] = pickQueueSettings(q);
   return JSON.stringify(out);
 }
 

@@ -7,7 +7,7 @@
  * poke that concerns its queue (core/wake.ts `WorkWaiters`), for the next due time, or for
  * its `wait_ms`, whichever comes first, and claims again.
  */
-import { type Config, claimQueuesJson } from '../config.ts';
+import type { Config } from '../config.ts';
 import { ConflictError, type FieldIssue, ValidationError } from '../core/errors.ts';
 import { resolveQueueLimits } from '../core/limits.ts';
 import type { LeasedTask } from '../core/types.ts';
@@ -99,7 +99,7 @@ export async function pullTasks(ctx: PullContext, queue: string, request: PullRe
   const deadline = Date.now() + request.waitMs;
   // One listener for the whole poll (not one per wait: Node warns past ten on a signal).
   const gone = aborted(ctx.signal);
-  const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: claimQueuesJson(ctx.config), pull: queue };
+  const limits = { max: request.max, clusterCap: ctx.config.clusterCap, queuesJson: ctx.config.claimQueuesJson, pull: queue };
   // The longest a waiting pull goes without claiming again, whatever pokes it missed: a slot the
   // dispatcher freed (its settles poke no one), a poke lost between instances.
   const recheckMs = ctx.config.pullRecheckMs;

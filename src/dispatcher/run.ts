@@ -7,7 +7,7 @@
  * stops, and whether a freed place is worth a pass, is pacing.ts; its watch on work coming due
  * is `DueWatch` (due-watch.ts), and what a push's outcome writes is `outcomeRecorder` (record.ts).
  */
-import { adaptiveQueues, type Config, claimQueuesJson } from '../config.ts';
+import type { Config } from '../config.ts';
 import { expiryOutcome } from '../core/lease.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
@@ -90,11 +90,11 @@ class DispatchRun {
     this.#log = deps.log ?? console;
     this.#meter = deps.meter ?? new Meter();
     this.#meter.add('dispatch_runs');
-    const adaptive = adaptiveQueues(this.#config);
+    const adaptive = this.#config.adaptiveQueues;
     // A settle finds out whether work waits only when the run would act on it (after a pass
     // that found less than it asked for); in a drain, passes are full and it reads nothing.
     this.#settler = new Settler(this.#db, adaptive, () => !this.#lastPassFull, this.#now);
-    this.#queuesJson = claimQueuesJson(this.#config);
+    this.#queuesJson = this.#config.claimQueuesJson;
     const now = this.#now;
     const pushDeps: PushDeps = {
       keyring: deps.keyring,

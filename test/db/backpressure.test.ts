@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { concurrencyPicture } from '../../src/api/queue-ops.ts';
-import { type Config, claimQueuesJson } from '../../src/config.ts';
+import type { Config } from '../../src/config.ts';
 import type { Settlement, Signal } from '../../src/core/outcome.ts';
 import type { LeasedTask } from '../../src/core/types.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
@@ -284,7 +284,7 @@ describe('racing dispatchers', () => {
     try {
       await Promise.all(
         claimers.map(async (db) => {
-          for (let i = 0; i < 20; i++) await taskClaimBatch(db, { max: 4, clusterCap: null, queuesJson: claimQueuesJson(config) });
+          for (let i = 0; i < 20; i++) await taskClaimBatch(db, { max: 4, clusterCap: null, queuesJson: config.claimQueuesJson });
         }),
       );
     } finally {

@@ -4,7 +4,7 @@
  * then 8 dispatchers racing over real HTTP, checked on every claim's time.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type Config, claimQueuesJson } from '../../src/config.ts';
+import type { Config } from '../../src/config.ts';
 import { taskClaimBatch } from '../../src/db/claim.ts';
 import { nextDueInMs } from '../../src/db/due.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
@@ -48,7 +48,7 @@ const T0 = Date.parse('2030-01-01T00:00:00Z');
 const due = new Date(T0 - 3_600_000);
 
 async function claimAt(ms: number, max = 100) {
-  return taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: claimQueuesJson(config), now: new Date(T0 + ms) });
+  return taskClaimBatch(t.db, { max, clusterCap: null, queuesJson: config.claimQueuesJson, now: new Date(T0 + ms) });
 }
 
 describe('rate limits in the claim', () => {
@@ -141,7 +141,7 @@ describe('rate limits in the claim', () => {
       t.db,
       Array.from({ length: 5 }, () => newTask({ queue: 'tenants', concurrencyKey: 'acme' })),
     );
-    const claimed = await taskClaimBatch(t.db, { max: 100, clusterCap: null, queuesJson: claimQueuesJson(config) });
+    const claimed = await taskClaimBatch(t.db, { max: 100, clusterCap: null, queuesJson: config.claimQueuesJson });
     expect(claimed).toHaveLength(2);
     // Leases are not what it waits for: they end now.
     await t.db.query(

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { queue as queueAnswer } from '../../src/api/answers.ts';
 import { SETTING_FIELDS } from '../../src/cli/commands/queues.ts';
-import { claimQueuesJson, loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/config.ts';
 import { resolveQueueLimits } from '../../src/core/limits.ts';
 import {
   CLAIM_SETTING_NAMES,
@@ -51,7 +51,7 @@ describe('the queue settings, declared once', () => {
       testEnv(secrets, 'postgres://localhost/x', { SLUICE_QUEUES: JSON.stringify({ q: { ...SAMPLE, key_from: 'id', max_attempts: 3 } }) }),
     );
     const claimTime = Object.fromEntries(CLAIM_SETTING_NAMES.map((n) => [n, SAMPLE[n]]));
-    expect(JSON.parse(claimQueuesJson(config))).toEqual({ q: claimTime });
+    expect(JSON.parse(config.claimQueuesJson)).toEqual({ q: claimTime });
     expect(ENQUEUE_SETTING_NAMES).toEqual(['key_strategy']);
     expect([...CLAIM_SETTING_NAMES, ...ENQUEUE_SETTING_NAMES].sort()).toEqual([...QUEUE_SETTING_NAMES].sort());
   });

@@ -7,7 +7,6 @@
 import { type Context, Hono } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import type { z } from 'zod';
-import { claimQueuesJson } from '../../config.ts';
 import { ConflictError, ForbiddenError, type SluiceError, UnauthorizedError, ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { type LeaseCall, settleLeaseCall } from '../../core/lease.ts';
@@ -93,7 +92,7 @@ leases.post('/:lease/wait', async (c) => {
   const body = parse(waitSchema, await readOptionalJson(c.req.raw));
   const leaseId = c.req.param('lease');
   const taskId = c.var.leaseTaskId;
-  const result = await leaseWait(c.var.db, taskId, leaseId, body.children ?? null, claimQueuesJson(c.var.config));
+  const result = await leaseWait(c.var.db, taskId, leaseId, body.children ?? null, c.var.config.claimQueuesJson);
   switch (result.kind) {
     case 'waiting':
       // Its cluster slot (and any slot it lent) is free now, and its children may be done already.
