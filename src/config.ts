@@ -174,6 +174,27 @@ const publicOrigin = () =>
 export const LOCATION_HINTS = ['wnam', 'enam', 'sam', 'weur', 'eeur', 'apac', 'oc', 'afr', 'me'] as const;
 export type LocationHint = (typeof LOCATION_HINTS)[number];
 
+/**
+ * What is wrong with one entry of an API key's `queues`, or `null`: a queue name, or a prefix of
+ * names ending in `*` (`reports-*`). A `*` anywhere else is refused, not read as a literal: no
+ * queue name holds one, so such a pattern could only be a mistake.
+ */
+export function queuePatternProblem(text: string): string | null {
+  const star = text.indexOf('*');
+  if (star !== -1 && star !== text.length - 1)
+    return 'may hold `*` only at its end (reports-* is every queue whose name starts with reports-)';
+  const name = star === -1 ? text : text.slice(0, -1);
+  if (name === '') return star === -1 ? 'is empty' : 'is `*` alone, every queue: leave `queues` out for a key of every queue';
+  if (name.length > LIMITS.nameChars) return `is longer than ${LIMITS.nameChars} characters, as no queue name is`;
+  if (!NAME_PATTERN.test(name)) return 'is not a queue name (a letter or digit, then letters, digits and _ . : -), nor one followed by `*`';
+  return null;
+}
+
+const queuePattern = z.string().superRefine((text, ctx) => {
+  const problem = queuePatternProblem(text);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 const apiKeysSchema = z
   .array(
     z
@@ -184,6 +205,11 @@ const apiKeysSchema = z
         forward_to: z
           .array(origin('must be an origin a pull may forward to, such as https://dev.example.com (scheme and host, no path)'))
           .max(20)
+          .optional(),
+        queues: z
+          .array(queuePattern)
+          .min(1, 'must list at least one queue (leave `queues` out for a key of every queue)')
+          .max(100)
           .optional(),
       })
       .strict()

@@ -1,4 +1,4 @@
-/** Bearer API keys with scopes (docs/DESIGN.md §8), and a brake on guessing them. */
+/** Bearer API keys with scopes and queues (docs/DESIGN.md §8), and a brake on guessing them. */
 import { createMiddleware } from 'hono/factory';
 import { ForbiddenError, TooManyRequestsError, UnauthorizedError } from '../core/errors.ts';
 import { type ApiKeyEntry, matchApiKey, type Scope } from '../security/api-keys.ts';
@@ -49,6 +49,7 @@ export function requireScope(scope: Scope) {
     if (!entry.scopes.includes(scope) && !entry.scopes.includes('admin')) throw new ForbiddenError(scope);
     c.set('canRead', entry.scopes.includes('tasks:read') || entry.scopes.includes('admin'));
     c.set('forwardTo', entry.forwardTo ?? []);
+    c.set('queueScope', entry.queues ?? null);
     await next();
   });
 }

@@ -2,6 +2,7 @@
 import type { Config, Env } from '../config.ts';
 import type { Poke } from '../core/wake.ts';
 import type { Db, OpenDb } from '../db/db.ts';
+import type { QueueScope } from '../security/api-keys.ts';
 import type { Keyring } from '../security/keyring.ts';
 
 export interface ExecutionContextLike {
@@ -59,6 +60,8 @@ export interface AppEnv {
     canRead: boolean;
     /** The origins besides loopback the caller's key may forward pulls to; set by `requireScope`. */
     forwardTo: readonly string[];
+    /** The queues the caller's key may use, `null` for every queue (api/queue-access.ts); set by `requireScope`. */
+    queueScope: QueueScope;
     /** The task a lease call's verified token names (lease routes only). */
     leaseTaskId: string;
     /** Work came due: now (a lease ended, a limit changed), or at the given time (an enqueue). */

@@ -37,9 +37,28 @@ type Op = {
   okStatus?: string;
   /** More success answers: status → schema (or null for no body). */
   also?: Record<string, object | null>;
+  /**
+   * What a key limited to queues (SLUICE_API_KEYS `queues`) meets here: when it is refused
+   * (`forbidden`, a 403 `queue_not_allowed` of its own), and what it sees (`sees`).
+   */
+  queueLimit?: { forbidden?: string; sees?: string };
 };
 
-function operation({ id, summary, scope, body, bodyOptional = false, query, headers = [], ok, okStatus = '200', also = {} }: Op) {
+const PROBLEM = { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } };
+
+function operation({
+  id,
+  summary,
+  scope,
+  body,
+  bodyOptional = false,
+  query,
+  headers = [],
+  ok,
+  okStatus = '200',
+  also = {},
+  queueLimit = {},
+}: Op) {
   const answer = (schema: object | null) => ({ description: 'OK', ...(schema ? { content: { 'application/json': { schema } } } : {}) });
   const parameters = [
     ...Object.entries(query?.shape ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: json(s as z.ZodType) })),
@@ -49,12 +68,24 @@ function operation({ id, summary, scope, body, bodyOptional = false, query, head
     operationId: id,
     summary,
     security: [{ [scope === 'lease token' ? 'leaseToken' : 'apiKey']: [] }],
-    description: `Requires: ${scope}.`,
+    description: [
+      `Requires: ${scope}.`,
+      ...(queueLimit.forbidden ? [`A key limited to queues gets 403 queue_not_allowed ${queueLimit.forbidden}.`] : []),
+      ...(queueLimit.sees ? [`A key limited to queues ${queueLimit.sees}.`] : []),
+    ].join(' '),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: !bodyOptional, content: { 'application/json': { schema: body } } } } : {}),
     responses: {
       [okStatus]: answer(ok === undefined ? { type: 'object' } : ok),
       ...Object.fromEntries(Object.entries(also).map(([status, schema]) => [status, answer(schema)])),
+      ...(queueLimit.forbidden
+        ? {
+            '403': {
+              description: `The key lacks the scope (forbidden), or is limited to queues: queue_not_allowed ${queueLimit.forbidden}`,
+              content: PROBLEM,
+            },
+          }
+        : {}),
       '4XX': {
         description: 'A problem with the request',
         content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
@@ -143,6 +174,10 @@ export function openApiDocument(): object {
           ok: answer(answers.enqueued),
           okStatus: '201',
           also: { '200': answer(answers.enqueued) },
+          queueLimit: {
+            forbidden: 'for a task of a queue not among them',
+            sees: 'gets 400 for a parent_id of a task of another queue, as for a missing one',
+          },
         }),
         get: operation({
           id: 'listTasks',
@@ -150,6 +185,7 @@ export function openApiDocument(): object {
           scope: 'tasks:read',
           query: listQuerySchema,
           ok: answer(answers.taskList),
+          queueLimit: { forbidden: 'for a `queue` not among them', sees: 'lists only tasks of its queues' },
         }),
       },
       '/v1/tasks/batch': {
@@ -161,11 +197,18 @@ export function openApiDocument(): object {
           headers: [preferHeader, ...traceHeaders],
           ok: answer(answers.enqueuedBatch),
           okStatus: '201',
+          queueLimit: { forbidden: 'for any task of a queue not among them (each named in issues; nothing written)' },
         }),
       },
       '/v1/tasks/{id}': {
         parameters: [idParam('id')],
-        get: operation({ id: 'getTask', summary: 'A task, with its attempt history', scope: 'tasks:read', ok: answer(answers.taskDetail) }),
+        get: operation({
+          id: 'getTask',
+          summary: 'A task, with its attempt history',
+          scope: 'tasks:read',
+          ok: answer(answers.taskDetail),
+          queueLimit: { sees: 'sees a task of another queue as missing (404)' },
+        }),
       },
       '/v1/tasks/{id}/children': {
         parameters: [idParam('id')],
@@ -174,6 +217,7 @@ export function openApiDocument(): object {
           summary: 'Tasks enqueued with this one as parent_id (oldest first, up to 1,000)',
           scope: 'tasks:read',
           ok: answer(answers.children),
+          queueLimit: { sees: 'sees a task of another queue as missing (404), and only children of its queues' },
         }),
       },
       '/v1/tasks/{id}/cancel': {
@@ -183,6 +227,7 @@ export function openApiDocument(): object {
           summary: 'Cancel a task (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
           ok: answer(answers.taskOrState),
+          queueLimit: { sees: 'sees a task of another queue as missing (404)' },
         }),
       },
       '/v1/tasks/{id}/retry': {
@@ -192,6 +237,7 @@ export function openApiDocument(): object {
           summary: 'Redrive a dead task (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
           ok: answer(answers.taskOrState),
+          queueLimit: { sees: 'sees a task of another queue as missing (404)' },
         }),
       },
       '/v1/leases/{lease_id}/heartbeat': leaseCall(
@@ -220,6 +266,7 @@ export function openApiDocument(): object {
           summary: 'Queues with their effective settings',
           scope: 'tasks:read',
           ok: answer(answers.queueList),
+          queueLimit: { sees: 'lists only its queues' },
         }),
       },
       '/v1/queues/{queue}': {
@@ -229,6 +276,7 @@ export function openApiDocument(): object {
           summary: 'A queue: settings with their sources, counts',
           scope: 'tasks:read',
           ok: answer(answers.queue),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
         put: operation({
           id: 'updateQueue',
@@ -236,16 +284,35 @@ export function openApiDocument(): object {
           scope: 'admin',
           body: ref('QueueOverride'),
           ok: answer(answers.queue),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
-        delete: operation({ id: 'resetQueue', summary: 'Drop the run-time overrides', scope: 'admin', ok: answer(answers.queue) }),
+        delete: operation({
+          id: 'resetQueue',
+          summary: 'Drop the run-time overrides',
+          scope: 'admin',
+          ok: answer(answers.queue),
+          queueLimit: { forbidden: 'for a queue not among them' },
+        }),
       },
       '/v1/queues/{queue}/pause': {
         parameters: [idParam('queue')],
-        post: operation({ id: 'pauseQueue', summary: 'Stop claiming from the queue', scope: 'admin', ok: answer(answers.queue) }),
+        post: operation({
+          id: 'pauseQueue',
+          summary: 'Stop claiming from the queue',
+          scope: 'admin',
+          ok: answer(answers.queue),
+          queueLimit: { forbidden: 'for a queue not among them' },
+        }),
       },
       '/v1/queues/{queue}/resume': {
         parameters: [idParam('queue')],
-        post: operation({ id: 'resumeQueue', summary: 'Claim from the queue again', scope: 'admin', ok: answer(answers.queue) }),
+        post: operation({
+          id: 'resumeQueue',
+          summary: 'Claim from the queue again',
+          scope: 'admin',
+          ok: answer(answers.queue),
+          queueLimit: { forbidden: 'for a queue not among them' },
+        }),
       },
       '/v1/queues/{queue}/lease': {
         parameters: [idParam('queue')],
@@ -256,6 +323,7 @@ export function openApiDocument(): object {
           body: json(pullSchema),
           bodyOptional: true,
           ok: answer(answers.pulled),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
       },
       '/v1/queues/{queue}/concurrency': {
@@ -265,6 +333,7 @@ export function openApiDocument(): object {
           summary: 'Limit, active and slot holders per level and key',
           scope: 'tasks:read',
           ok: answer(answers.queueConcurrency),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
       },
       '/v1/queues/{queue}/keys/{key}': {
@@ -275,6 +344,7 @@ export function openApiDocument(): object {
           scope: 'admin',
           body: json(keyLimitSchema),
           ok: answer(answers.keyLimit),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
         delete: operation({
           id: 'deleteKeyLimit',
@@ -282,6 +352,7 @@ export function openApiDocument(): object {
           scope: 'admin',
           ok: null as unknown as object,
           okStatus: '204',
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
       },
       '/v1/queues/{queue}/leases/{lease_id}/release': {
@@ -291,6 +362,7 @@ export function openApiDocument(): object {
           summary: 'Free a stuck slot: the task goes back to pending, its attempt given back',
           scope: 'admin',
           ok: answer(answers.forcedRelease),
+          queueLimit: { forbidden: 'for a queue not among them' },
         }),
       },
       '/v1/schedules': {
@@ -301,6 +373,7 @@ export function openApiDocument(): object {
           body: ref('ScheduleRequest'),
           ok: answer(answers.schedule),
           okStatus: '201',
+          queueLimit: { forbidden: 'for a `task.queue` not among them' },
         }),
         get: operation({
           id: 'listSchedules',
@@ -308,17 +381,25 @@ export function openApiDocument(): object {
           scope: 'tasks:read',
           query: scheduleListQuerySchema,
           ok: answer(answers.scheduleList),
+          queueLimit: { sees: 'lists only schedules whose task is for one of its queues' },
         }),
       },
       '/v1/schedules/{name}': {
         parameters: [idParam('name')],
-        get: operation({ id: 'getSchedule', summary: 'A schedule', scope: 'tasks:read', ok: answer(answers.schedule) }),
+        get: operation({
+          id: 'getSchedule',
+          summary: 'A schedule',
+          scope: 'tasks:read',
+          ok: answer(answers.schedule),
+          queueLimit: { sees: 'sees a schedule whose task is for another queue as missing (404)' },
+        }),
         delete: operation({
           id: 'deleteSchedule',
           summary: 'Delete a schedule (the tasks it fired are left alone)',
           scope: 'tasks:write',
           ok: null as unknown as object,
           okStatus: '204',
+          queueLimit: { sees: 'sees a schedule whose task is for another queue as missing (404)' },
         }),
       },
       '/v1/schedules/{name}/pause': {
@@ -328,6 +409,7 @@ export function openApiDocument(): object {
           summary: 'Stop firing (a key without tasks:read sees only its state)',
           scope: 'tasks:write',
           ok: answer(answers.scheduleOrState),
+          queueLimit: { sees: 'sees a schedule whose task is for another queue as missing (404)' },
         }),
       },
       '/v1/schedules/{name}/resume': {
@@ -337,6 +419,7 @@ export function openApiDocument(): object {
           summary: 'Fire again from the next slot; slots passed while paused never fire',
           scope: 'tasks:write',
           ok: answer(answers.scheduleOrState),
+          queueLimit: { sees: 'sees a schedule whose task is for another queue as missing (404)' },
         }),
       },
       '/v1/webhooks/secret': {
@@ -346,6 +429,7 @@ export function openApiDocument(): object {
           scope: 'admin',
           query: z.object({ url: z.string() }),
           ok: answer(answers.webhookSecret),
+          queueLimit: { forbidden: 'always: an endpoint belongs to no one queue' },
         }),
       },
       '/v1/webhooks/forwarding': {
@@ -359,7 +443,12 @@ export function openApiDocument(): object {
       },
       '/metrics': {
         get: (() => {
-          const op = operation({ id: 'getMetrics', summary: 'Prometheus metrics (text format 0.0.4)', scope: 'metrics:read or admin' });
+          const op = operation({
+            id: 'getMetrics',
+            summary: 'Prometheus metrics (text format 0.0.4)',
+            scope: 'metrics:read or admin',
+            queueLimit: { forbidden: 'always: a scrape spans every queue' },
+          });
           const text = { description: 'OK', content: { 'text/plain': { schema: { type: 'string' } } } };
           return { ...op, responses: { ...op.responses, '200': text } };
         })(),

@@ -36,6 +36,7 @@ import {
   queueOverrides,
   type SlotHolder,
 } from '../db/queues.ts';
+import { type QueueScope, queueAllowed } from '../security/api-keys.ts';
 import type { QueueAnswer } from './answers.ts';
 import type { AppEnv } from './context.ts';
 import { keyLimitSchema } from './schemas/calls.ts';
@@ -59,10 +60,10 @@ export function concurrencyKey(text: string): string {
 
 export type QueueView = QueueAnswer;
 
-/** Every queue the environment or the database knows, with its settings in force and counts. */
-export async function listQueues(config: Config, db: Db): Promise<QueueView[]> {
+/** Every queue the environment or the database knows (of those `scope` admits), with its settings in force and counts. */
+export async function listQueues(config: Config, db: Db, scope: QueueScope = null): Promise<QueueView[]> {
   const [known, overrides, counts] = await Promise.all([queueNamesKnown(db), queueOverrides(db), queueCounts(db)]);
-  const names = [...new Set([...Object.keys(config.queues), ...known])].sort();
+  const names = [...new Set([...Object.keys(config.queues), ...known])].filter((name) => queueAllowed(scope, name)).sort();
   return names.map((name) =>
     queueView(config, name, resolveQueueLimits(config.queues[name], overrides.get(name)?.settings ?? null), counts.get(name) ?? NO_COUNTS),
   );

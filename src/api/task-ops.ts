@@ -9,6 +9,8 @@ import { isTaskId, type Task } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { type AttemptRecord, taskAttempts } from '../db/leases.ts';
 import { type DeadFilter, taskCancel, taskGet, taskList, taskRedrive, taskRedriveMatching } from '../db/tasks.ts';
+import type { QueueScope } from '../security/api-keys.ts';
+import { requireQueue } from './queue-access.ts';
 import type { OpsContext } from './queue-ops.ts';
 import { listQuerySchema } from './schemas/calls.ts';
 
@@ -33,13 +35,29 @@ function decodeCursor(cursor: string): string {
   return id;
 }
 
-/** GET /v1/tasks: a page of tasks, newest first, filtered as the query says (validated as the API does). */
-export async function listTasks(db: Db, query: Record<string, string>): Promise<{ tasks: Task[]; nextCursor: string | null }> {
+/**
+ * GET /v1/tasks: a page of tasks, newest first, filtered as the query says (validated as the API
+ * does), of the queues `scope` admits. A queue named that it does not admit is 403, as any queue
+ * a limited key names is: an empty page instead would pass for an empty queue.
+ */
+export async function listTasks(
+  db: Db,
+  query: Record<string, string>,
+  scope: QueueScope = null,
+): Promise<{ tasks: Task[]; nextCursor: string | null }> {
   const parsed = listQuerySchema.safeParse(query);
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const q = parsed.data;
+  if (q.queue !== undefined) requireQueue(scope, q.queue);
   const beforeId = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
-  const tasks = await taskList(db, { queue: q.queue, status: q.status, concurrencyKey: q.concurrency_key, beforeId, limit: q.limit });
+  const tasks = await taskList(db, {
+    queue: q.queue,
+    status: q.status,
+    concurrencyKey: q.concurrency_key,
+    beforeId,
+    limit: q.limit,
+    queues: scope,
+  });
   const last = tasks.at(-1);
   return { tasks, nextCursor: tasks.length === q.limit && last ? encodeCursor(last.id) : null };
 }

@@ -44,6 +44,17 @@ export class ForbiddenError extends SluiceError {
   }
 }
 
+/**
+ * A key limited to queues (SLUICE_API_KEYS `queues`) asked for a queue it may not use, or for
+ * what spans every queue. `issues` names each item of a batch that did.
+ */
+export class QueueNotAllowedError extends SluiceError {
+  override name = 'QueueNotAllowedError';
+  constructor(message: string, issues: FieldIssue[] = []) {
+    super(403, 'queue_not_allowed', message, { issues });
+  }
+}
+
 /** Too many requests from one client; `retryAfterS` goes out as `Retry-After`. */
 export class TooManyRequestsError extends SluiceError {
   override name = 'TooManyRequestsError';

@@ -6,6 +6,7 @@ import { ConflictError } from '../core/errors.ts';
 import type { Overlap } from '../core/schedule.ts';
 import type { Queryable } from './db.ts';
 import { type NewTask, type TaskInputRow, toInputRow } from './enqueue.ts';
+import { inQueueScope } from './queue-scope.ts';
 import { DEFAULT_CONTENT_TYPE } from './rows.ts';
 
 /** The task a firing enqueues: the enqueue's input row, every default resolved, no timing fields. */
@@ -129,12 +130,16 @@ export async function scheduleGet(db: Queryable, name: string): Promise<Schedule
   return row ? toSchedule(row) : null;
 }
 
-/** By name, after `afterName` when given. */
-export async function scheduleList(db: Queryable, options: { afterName?: string | undefined; limit: number }): Promise<Schedule[]> {
-  const rows = await db.query<ScheduleRow>('select * from sluice.schedules where ($1::text is null or name > $1) order by name limit $2', [
-    options.afterName ?? null,
-    options.limit,
-  ]);
+/** By name, after `afterName` when given; with `queues`, only those whose task is for a queue its patterns admit (db/queue-scope.ts). */
+export async function scheduleList(
+  db: Queryable,
+  options: { afterName?: string | undefined; limit: number; queues?: readonly string[] | null },
+): Promise<Schedule[]> {
+  const rows = await db.query<ScheduleRow>(
+    `select * from sluice.schedules where ($1::text is null or name > $1) and ${inQueueScope("template->>'queue'", '$3')}
+     order by name limit $2`,
+    [options.afterName ?? null, options.limit, options.queues ?? null],
+  );
   return rows.map(toSchedule);
 }
 

@@ -3,6 +3,7 @@ import { ConflictError, NotFoundError } from '../core/errors.ts';
 import type { Task, TaskStatus } from '../core/types.ts';
 import type { Queryable } from './db.ts';
 import { archiveCtes, endedUnleased, LOCK_ORDER_CTE } from './history.ts';
+import { inQueueScope } from './queue-scope.ts';
 import { type TaskRow, toTask, UNFINISHED_SQL } from './rows.ts';
 
 export async function taskGet(db: Queryable, id: string): Promise<Task | null> {
@@ -16,6 +17,8 @@ export interface TaskFilter {
   concurrencyKey?: string | undefined;
   /** Only tasks with a smaller id (the previous page's last). */
   beforeId?: string | undefined;
+  /** Only tasks of the queues these patterns admit (a key's `queues`, db/queue-scope.ts); null or absent: every queue. */
+  queues?: readonly string[] | null | undefined;
   limit: number;
 }
 
@@ -31,9 +34,10 @@ export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
        and ($2::text is null or (status = $2 and status is not distinct from $2))
        and ($3::text is null or concurrency_key = $3)
        and ($4::bigint is null or id < $4)
+       and ${inQueueScope('queue', '$6')}
      order by id desc
      limit $5`,
-    [f.queue ?? null, f.status ?? null, f.concurrencyKey ?? null, f.beforeId ?? null, f.limit],
+    [f.queue ?? null, f.status ?? null, f.concurrencyKey ?? null, f.beforeId ?? null, f.limit, f.queues ?? null],
   );
   return rows.map(toTask);
 }

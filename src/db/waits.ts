@@ -1,6 +1,7 @@
 /** Waits on child tasks: the decision is `sluice.lease_wait` (migrations/functions/waits.sql). */
 import type { Task } from '../core/types.ts';
 import type { Queryable } from './db.ts';
+import { inQueueScope } from './queue-scope.ts';
 import { type TaskRow, toTask } from './rows.ts';
 
 export type WaitResult =
@@ -62,8 +63,19 @@ export async function leaseWait(
   }
 }
 
-/** A task's children (tasks enqueued with its id as `parent_id`), oldest first, at most `limit`. */
-export async function taskChildren(db: Queryable, parentId: string, limit: number): Promise<Task[]> {
-  const rows = await db.query<TaskRow>('select * from sluice.all_tasks where parent_id = $1 order by id limit $2', [parentId, limit]);
+/**
+ * A task's children (tasks enqueued with its id as `parent_id`), oldest first, at most `limit`;
+ * with `queues`, only those of the queues its patterns admit (db/queue-scope.ts).
+ */
+export async function taskChildren(
+  db: Queryable,
+  parentId: string,
+  limit: number,
+  queues: readonly string[] | null = null,
+): Promise<Task[]> {
+  const rows = await db.query<TaskRow>(
+    `select * from sluice.all_tasks where parent_id = $1 and ${inQueueScope('queue', '$3')} order by id limit $2`,
+    [parentId, limit, queues],
+  );
   return rows.map(toTask);
 }

@@ -1,11 +1,12 @@
 /**
  * `npm run db:migrate | keys:api | keys:signing`: operator commands.
  *   db:migrate                     applies migrations/ to $DATABASE_URL
- *   keys:api [name] [scope…]       prints a new API key and its SLUICE_API_KEYS entry
+ *   keys:api [name] [scope…] [--queues 'a,b-*']   prints a new API key and its SLUICE_API_KEYS entry (limited to those queues)
  *   keys:signing [EdDSA|ES256]     prints a new private JWK for SLUICE_SIGNING_KEYS
  *   keys:webhook <endpoint url>    prints the endpoint's Standard Webhooks secret (needs $SLUICE_WEBHOOK_SECRET)
  */
 
+import { queuePatternProblem } from '../config.ts';
 import { webhookSecretBytes } from '../protocol/webhook.ts';
 import { generateApiKey, SCOPES, type Scope } from '../security/api-keys.ts';
 import { generateSigningJwk } from '../security/keyring.ts';
@@ -13,6 +14,7 @@ import { endpointWebhookSecret, webhookEndpoint } from '../security/webhook-secr
 import { migrateDatabase } from './migrations.ts';
 
 const [command, ...args] = process.argv.slice(2);
+const apiKeyArgs = command === 'api-key' ? queuesFlag(args) : { rest: args, queues: null };
 
 switch (command) {
   case 'migrate': {
@@ -23,10 +25,12 @@ switch (command) {
     break;
   }
   case 'api-key': {
-    const [name = 'default', ...scopes] = args;
+    const [name = 'default', ...scopes] = apiKeyArgs.rest;
     const bad = scopes.filter((s) => !SCOPES.includes(s as Scope));
     if (bad.length) fail(`unknown scope ${bad.join(', ')}; scopes are ${SCOPES.join(', ')}`);
-    const { key, entry } = await generateApiKey(name, scopes.length ? (scopes as Scope[]) : SCOPES);
+    const made = await generateApiKey(name, scopes.length ? (scopes as Scope[]) : SCOPES);
+    const { key } = made;
+    const entry = apiKeyArgs.queues ? { ...made.entry, queues: apiKeyArgs.queues } : made.entry;
     console.log(`API key (give it to the client; it is not stored anywhere):\n  ${key}\n`);
     console.log(`Entry for SLUICE_API_KEYS (a JSON array of such entries):\n  ${JSON.stringify(entry)}`);
     break;
@@ -53,7 +57,35 @@ switch (command) {
     break;
   }
   default:
-    fail('usage: cli.ts migrate | api-key [name] [scope…] | signing-key [EdDSA|ES256] | webhook-secret <url>');
+    fail('usage: cli.ts migrate | api-key [name] [scope…] [--queues a,b-*] | signing-key [EdDSA|ES256] | webhook-secret <url>');
+}
+
+/**
+ * `--queues 'billing,reports-*'` (or `--queues=…`), anywhere among the arguments: the queues the
+ * key may use, checked as SLUICE_API_KEYS checks them; the other arguments as they were.
+ */
+function queuesFlag(all: readonly string[]): { rest: string[]; queues: string[] | null } {
+  const rest: string[] = [];
+  let queues: string[] | null = null;
+  for (let i = 0; i < all.length; i++) {
+    const arg = all[i]!;
+    if (arg !== '--queues' && !arg.startsWith('--queues=')) {
+      rest.push(arg);
+      continue;
+    }
+    const value = arg === '--queues' ? all[++i] : arg.slice('--queues='.length);
+    if (value === undefined) fail("--queues takes a list: --queues 'billing,reports-*'");
+    queues = value
+      .split(',')
+      .map((q) => q.trim())
+      .filter((q) => q !== '');
+    if (queues.length === 0) fail("--queues lists no queue: give names, or prefixes ending in * (--queues 'billing,reports-*')");
+    for (const q of queues) {
+      const problem = queuePatternProblem(q);
+      if (problem) fail(`--queues: ${JSON.stringify(q)} ${problem}`);
+    }
+  }
+  return { rest, queues };
 }
 
 function fail(message: string): never {

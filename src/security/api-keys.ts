@@ -17,6 +17,19 @@ export interface ApiKeyEntry {
    * machine's loopback addresses (security/forwarding.ts). Default none.
    */
   forwardTo?: readonly string[];
+  /**
+   * The queues this key may use (`"queues"` in SLUICE_API_KEYS): names, or prefixes ending in
+   * `*` (`reports-*`). Default every queue (docs/DESIGN.md §8).
+   */
+  queues?: readonly string[];
+}
+
+/** The queues a key may use: its `queues` patterns, or `null` for every queue. */
+export type QueueScope = readonly string[] | null;
+
+/** Whether `queue` is one a key of this scope may use: a pattern names it, or is a prefix of it ending in `*`. */
+export function queueAllowed(scope: QueueScope, queue: string): boolean {
+  return scope === null || scope.some((p) => (p.endsWith('*') ? queue.startsWith(p.slice(0, -1)) : queue === p));
 }
 
 export const API_KEY_PREFIX = 'sk_sluice_';

@@ -2,7 +2,7 @@
  * Hostile input against every route of the Node server (real HTTP, real Postgres; the routes
  * read from the OpenAPI document, plus the dashboard's): random path
  * segments, query strings, headers, bodies and content types, with valid, foreign and missing
- * keys. Whatever comes in, the answer is never a 5xx (docs/DESIGN.md §8).
+ * keys, one of them an admin key limited to queues. Whatever comes in, the answer is never a 5xx (docs/DESIGN.md §8).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,10 +17,15 @@ let sluice: NodeSluice;
 let keys: string[];
 
 beforeAll(async () => {
-  const [db, secrets, admin] = await Promise.all([createTestDatabase(), makeSecrets(), generateApiKey('admin', ['admin'])]);
+  const [db, secrets, admin, limited] = await Promise.all([
+    createTestDatabase(),
+    makeSecrets(),
+    generateApiKey('admin', ['admin']),
+    generateApiKey('limited', ['admin']),
+  ]);
   t = db;
-  keys = [secrets.apiKey, secrets.readKey, admin.key];
-  const entries = [...JSON.parse(secrets.apiKeysJson), admin.entry];
+  keys = [secrets.apiKey, secrets.readKey, admin.key, limited.key];
+  const entries = [...JSON.parse(secrets.apiKeysJson), admin.entry, { ...limited.entry, queues: ['tenants', 'def*'] }];
   sluice = await startNodeSluice({
     env: testEnv(secrets, t.url, {
       SLUICE_API_KEYS: JSON.stringify(entries),
@@ -131,7 +136,7 @@ const UNDOCUMENTED = [
 ];
 const ROUTES = [...DOCUMENTED, ...UNDOCUMENTED];
 const auth = fc.oneof(
-  { arbitrary: fc.constantFrom(0, 1, 2).map((i) => `Bearer ${keys[i]}`), weight: 6 },
+  { arbitrary: fc.constantFrom(0, 1, 2, 3).map((i) => `Bearer ${keys[i]}`), weight: 6 },
   fc.constantFrom('', 'Bearer', 'Bearer sk_sluice_nope', 'Basic Zm9vOmJhcg==', `Bearer ${'a'.repeat(5000)}`),
   fc.string({ maxLength: 40 }).map((s) => `Bearer ${s}`),
 );

@@ -161,6 +161,34 @@ describe('forwarded pushes in the configuration', () => {
   });
 });
 
+describe('an API key limited to queues', () => {
+  const [entry] = JSON.parse(secrets.apiKeysJson) as object[];
+  const withQueues = (queues: unknown) => ({ ...base, SLUICE_API_KEYS: JSON.stringify([{ ...entry, queues }]) });
+
+  it('reads `queues` as names and prefixes ending in *', () => {
+    expect(loadConfig(withQueues(['billing', 'reports-*'])).apiKeys[0]).toMatchObject({ queues: ['billing', 'reports-*'] });
+    expect(loadConfig(base).apiKeys[0]).not.toHaveProperty('queues');
+  });
+
+  it('refuses an empty list, a * anywhere but at the end, and what is no queue name, each in one line naming it', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [[], /^SLUICE_API_KEYS\.0\.queues: must list at least one queue \(leave `queues` out for a key of every queue\)$/],
+      [['re*ports'], /^SLUICE_API_KEYS\.0\.queues\.0: may hold `\*` only at its end/],
+      [['*-reports'], /^SLUICE_API_KEYS\.0\.queues\.0: may hold `\*` only at its end/],
+      [['reports**'], /^SLUICE_API_KEYS\.0\.queues\.0: may hold `\*` only at its end/],
+      [['billing', '*'], /^SLUICE_API_KEYS\.0\.queues\.1: is `\*` alone, every queue: leave `queues` out/],
+      [[''], /^SLUICE_API_KEYS\.0\.queues\.0: is empty$/],
+      [['bil ling'], /^SLUICE_API_KEYS\.0\.queues\.0: is not a queue name/],
+      [['-billing'], /^SLUICE_API_KEYS\.0\.queues\.0: is not a queue name/],
+      [['q'.repeat(200)], /^SLUICE_API_KEYS\.0\.queues\.0: is longer than 128 characters/],
+      ['billing', /^SLUICE_API_KEYS\.0\.queues: /],
+      [[7], /^SLUICE_API_KEYS\.0\.queues\.0: /],
+    ];
+    for (const [queues, message] of cases)
+      expect(problems(withQueues(queues)), JSON.stringify(queues)).toEqual([expect.stringMatching(message)]);
+  });
+});
+
 describe('SLUICE_DB_LOCATION_HINT', () => {
   it('takes a Cloudflare location hint, and refuses anything else in one line', () => {
     expect(loadConfig({ ...base, SLUICE_DB_LOCATION_HINT: 'weur' }).dbLocationHint).toBe('weur');

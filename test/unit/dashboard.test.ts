@@ -39,11 +39,13 @@ describe('dashboard sessions', () => {
     expect(verifySession({ keys: [a] }, [admin.entry], token, NOW + SESSION_TTL_MS)).toBeNull();
   });
 
-  it('end when their key is removed, replaced or loses the admin scope', () => {
+  it('end when their key is removed, replaced, loses the admin scope or is limited to queues', () => {
     const token = signSession({ keys: [a] }, admin.entry, NOW);
     expect(verifySession({ keys: [a] }, [writer.entry], token, NOW)).toBeNull();
     expect(verifySession({ keys: [a] }, [{ ...writer.entry, name: 'ops', scopes: ['admin'] }], token, NOW)).toBeNull();
     expect(verifySession({ keys: [a] }, [{ ...admin.entry, scopes: ['tasks:read'] }], token, NOW)).toBeNull();
+    // The dashboard shows every queue: a key limited to some may not keep a session.
+    expect(verifySession({ keys: [a] }, [{ ...admin.entry, queues: ['billing'] }], token, NOW)).toBeNull();
   });
 
   it('survive a rotation while their signing key is listed, and not after', () => {

@@ -105,6 +105,14 @@ dashboard.post('/login', async (c) => {
       403,
     );
   }
+  if (entry.queues) {
+    return render(
+      c,
+      { title: 'Sign in' },
+      loginView(next, `the key "${entry.name}" is limited to queues, and the dashboard shows every queue: use an admin key of every queue`),
+      403,
+    );
+  }
   setCookie(c, SESSION_COOKIE, signSession(c.var.config.signingKeys, entry, Date.now()), {
     ...cookieOptions(c),
     maxAge: SESSION_TTL_MS / 1000,

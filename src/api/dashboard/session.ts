@@ -57,7 +57,10 @@ export function signSession(signingKeys: { keys: JWK[] }, entry: ApiKeyEntry, no
   return `${body}.${base64url(hmac(sha256, sessionKey(signingKeys, kid) as Uint8Array, utf8(body)))}`;
 }
 
-/** The admin key a session names, or `null` when it is not ours, has expired, or its key is gone or no longer admin. */
+/**
+ * The admin key a session names, or `null` when it is not ours, has expired, or its key is gone,
+ * no longer admin, or now limited to queues (the dashboard shows every queue).
+ */
 export function verifySession(
   signingKeys: { keys: JWK[] },
   apiKeys: readonly ApiKeyEntry[],
@@ -72,7 +75,7 @@ export function verifySession(
     if (!key || !timingSafeEqual(hmac(sha256, key, utf8(body)), fromBase64(mac))) return null;
     if (typeof payload.exp !== 'number' || payload.exp * 1000 <= nowMs) return null;
     const entry = apiKeys.find((e) => e.name === payload.sub && fingerprint(e) === payload.fp);
-    return entry?.scopes.includes('admin') ? entry : null;
+    return entry?.scopes.includes('admin') && !entry.queues ? entry : null;
   } catch {
     // Not base64url, not JSON: not a session of ours.
     return null;

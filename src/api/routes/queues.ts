@@ -3,7 +3,7 @@
  * over SLUICE_QUEUES until removed), per-key limits, pause/resume, who holds the slots, and
  * an admin's release of a stuck lease. The work itself is in queue-ops.ts, shared with the dashboard.
  */
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { ValidationError } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
@@ -14,6 +14,7 @@ import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { pullTasks } from '../pull.ts';
+import { requireQueue } from '../queue-access.ts';
 import {
   clearKeyLimit,
   concurrencyKey,
@@ -33,33 +34,38 @@ import { pullSchema } from '../schemas/calls.ts';
 export const queues = new Hono<AppEnv>();
 
 queues.get('/', requireScope('tasks:read'), async (c) =>
-  c.json({ queues: await listQueues(c.var.config, c.var.db) } satisfies Answer<typeof queueList>),
+  c.json({ queues: await listQueues(c.var.config, c.var.db, c.var.queueScope) } satisfies Answer<typeof queueList>),
 );
 
+/** The `:queue` of the path: a queue name (else 400) that the caller's key may use (else 403, api/queue-access.ts). */
+function queueParam(c: Context<AppEnv>): string {
+  const name = queueName(c.req.param('queue') ?? '');
+  requireQueue(c.var.queueScope, name);
+  return name;
+}
+
 queues.get('/:queue', requireScope('tasks:read'), async (c) => {
-  const name = queueName(c.req.param('queue'));
+  const name = queueParam(c);
   return c.json(await describeQueue(c.var.config, c.var.db, name));
 });
 
 queues.put('/:queue', requireScope('admin'), async (c) => {
-  const name = queueName(c.req.param('queue'));
+  const name = queueParam(c);
   return c.json(await patchQueue(c.var, name, await readJson(c.req.raw, LIMITS.requestBytes)));
 });
 
-queues.delete('/:queue', requireScope('admin'), async (c) => c.json(await resetQueue(c.var, queueName(c.req.param('queue')))));
+queues.delete('/:queue', requireScope('admin'), async (c) => c.json(await resetQueue(c.var, queueParam(c))));
 
 for (const [action, paused] of [
   ['pause', true],
   ['resume', false],
 ] as const) {
-  queues.post(`/:queue/${action}`, requireScope('admin'), async (c) =>
-    c.json(await setPaused(c.var, queueName(c.req.param('queue')), paused)),
-  );
+  queues.post(`/:queue/${action}`, requireScope('admin'), async (c) => c.json(await setPaused(c.var, queueParam(c), paused)));
 }
 
 /** A pull consumer leases up to `max` ready tasks of a pull queue, waiting up to `wait_ms` for one (api/pull.ts). */
 queues.post('/:queue/lease', requireScope('tasks:pull'), async (c) => {
-  const name = queueName(c.req.param('queue'));
+  const name = queueParam(c);
   const parsed = pullSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes, { empty: {} }));
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const pushTo = parsed.data.push_to;
@@ -74,19 +80,19 @@ queues.post('/:queue/lease', requireScope('tasks:pull'), async (c) => {
 });
 
 queues.put('/:queue/keys/:key', requireScope('admin'), async (c) => {
-  const name = queueName(c.req.param('queue'));
+  const name = queueParam(c);
   const key = concurrencyKey(c.req.param('key'));
   const { limit } = await setKeyLimit(c.var, name, key, await readJson(c.req.raw, LIMITS.requestBytes));
   return c.json({ queue: name, key, limit, source: 'override' } satisfies Answer<typeof keyLimit>);
 });
 
 queues.delete('/:queue/keys/:key', requireScope('admin'), async (c) => {
-  await clearKeyLimit(c.var, queueName(c.req.param('queue')), concurrencyKey(c.req.param('key')));
+  await clearKeyLimit(c.var, queueParam(c), concurrencyKey(c.req.param('key')));
   return c.body(null, 204);
 });
 
 queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
-  const p = await concurrencyPicture(c.var.config, c.var.db, queueName(c.req.param('queue')));
+  const p = await concurrencyPicture(c.var.config, c.var.db, queueParam(c));
   const slots = (holders: readonly SlotHolder[]) =>
     holders.map((h) => ({
       task_id: h.taskId,
@@ -112,6 +118,6 @@ queues.get('/:queue/concurrency', requireScope('tasks:read'), async (c) => {
 
 queues.post('/:queue/leases/:lease/release', requireScope('admin'), async (c) => {
   const lease = c.req.param('lease');
-  const taskId = await releaseLease(c.var, queueName(c.req.param('queue')), lease);
+  const taskId = await releaseLease(c.var, queueParam(c), lease);
   return c.json({ released: true, task_id: taskId, lease_id: lease } satisfies Answer<typeof forcedRelease>);
 });

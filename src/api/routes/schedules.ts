@@ -2,7 +2,8 @@
  * /v1/schedules (docs/guide.md "Schedules"): a cron expression in a time zone that enqueues a task at
  * each slot. Creating, pausing, resuming and deleting take `tasks:write`, as enqueueing does: a
  * schedule only enqueues what its key could enqueue itself, through the same checks. Reading
- * takes `tasks:read`.
+ * takes `tasks:read`. A key limited to queues reaches only the schedules whose task is for one
+ * of them (api/queue-access.ts): others answer 404, as missing ones do.
  */
 
 import type { Cron } from 'croner';
@@ -24,11 +25,13 @@ import {
   scheduleResume,
   toTemplate,
 } from '../../db/schedules.ts';
+import { queueAllowed } from '../../security/api-keys.ts';
 import type { Answer, ScheduleAnswer, scheduleList as scheduleListAnswer, scheduleState } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
+import { requireEnqueueQueues, requireScheduleInScope } from '../queue-access.ts';
 import { scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas/calls.ts';
 import { checkTask } from '../schemas/enqueue.ts';
 import { bodyView } from '../task-answers.ts';
@@ -51,7 +54,10 @@ const REFUSED: Record<string, string> = {
 const QUEUE_KEYED = ['concurrency_key', 'concurrency_limit'];
 
 schedules.post('/', requireScope('tasks:write'), async (c) => {
-  const { schedule, cron, paused } = validateSchedule(await readJson(c.req.raw, LIMITS.requestBytes), c.var.config);
+  const raw = await readJson(c.req.raw, LIMITS.requestBytes);
+  // Its task's queue first: no answer to a limited key may depend on another queue's settings.
+  requireEnqueueQueues(c.var.queueScope, [(raw as { task?: unknown } | null)?.task], () => 'task.queue');
+  const { schedule, cron, paused } = validateSchedule(raw, c.var.config);
   await requireUrlOrPull(c.var.db, c.var.config, [schedule.template], () => 'task.url');
   const nextFireAt = paused ? null : nextSlot(cron, await databaseNow(c.var.db));
   const created = await scheduleInsert(c.var.db, { ...schedule, nextFireAt });
@@ -63,7 +69,7 @@ schedules.get('/', requireScope('tasks:read'), async (c) => {
   const parsed = scheduleListQuerySchema.safeParse(c.req.query());
   if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
   const { cursor, limit } = parsed.data;
-  const rows = await scheduleList(c.var.db, { afterName: cursor, limit });
+  const rows = await scheduleList(c.var.db, { afterName: cursor, limit, queues: c.var.queueScope });
   const last = rows.at(-1);
   const next_cursor = rows.length === limit && last ? last.name : null;
   return c.json({ schedules: rows.map(scheduleView), next_cursor } satisfies Answer<typeof scheduleListAnswer>);
@@ -79,12 +85,13 @@ function nameParam(c: { req: { param(name: 'name'): string } }): string {
 schedules.get('/:name', requireScope('tasks:read'), async (c) => {
   const name = nameParam(c);
   const found = await scheduleGet(c.var.db, name);
-  if (!found) throw new NotFoundError(`schedule ${name}`);
+  if (!found || !queueAllowed(c.var.queueScope, found.template.queue)) throw new NotFoundError(`schedule ${name}`);
   return c.json(scheduleView(found));
 });
 
 schedules.post('/:name/pause', requireScope('tasks:write'), async (c) => {
   const name = nameParam(c);
+  await requireScheduleInScope(c.var.db, c.var.queueScope, name);
   const paused = await schedulePause(c.var.db, name);
   if (!paused) throw new NotFoundError(`schedule ${name}`);
   return c.json(c.var.canRead ? scheduleView(paused) : scheduleStateView(paused));
@@ -93,7 +100,7 @@ schedules.post('/:name/pause', requireScope('tasks:write'), async (c) => {
 schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
   const name = nameParam(c);
   const found = await scheduleGet(c.var.db, name);
-  if (!found) throw new NotFoundError(`schedule ${name}`);
+  if (!found || !queueAllowed(c.var.queueScope, found.template.queue)) throw new NotFoundError(`schedule ${name}`);
   const parsed = parseCron(found.cron, found.timezone);
   const next = 'cron' in parsed ? nextSlot(parsed.cron, await databaseNow(c.var.db)) : null;
   const resumed = await scheduleResume(c.var.db, name, next);
@@ -104,6 +111,7 @@ schedules.post('/:name/resume', requireScope('tasks:write'), async (c) => {
 
 schedules.delete('/:name', requireScope('tasks:write'), async (c) => {
   const name = nameParam(c);
+  await requireScheduleInScope(c.var.db, c.var.queueScope, name);
   if (!(await scheduleDelete(c.var.db, name))) throw new NotFoundError(`schedule ${name}`);
   return c.body(null, 204);
 });

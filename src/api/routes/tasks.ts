@@ -11,6 +11,7 @@ import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
+import { requireEnqueueQueues, requireParentsInScope, requireTaskInScope, visibleTask } from '../queue-access.ts';
 import { batchSchema, checkTask } from '../schemas/enqueue.ts';
 import { taskDetailView, taskStateView, taskView } from '../task-answers.ts';
 import { cancelTask, getTask, listTasks, redriveTask } from '../task-ops.ts';
@@ -60,25 +61,28 @@ async function enqueue(c: Context<AppEnv>, newTasks: readonly NewTask[]): Promis
 }
 
 tasks.get('/', requireScope('tasks:read'), async (c) => {
-  const { tasks, nextCursor } = await listTasks(c.var.db, c.req.query());
+  const { tasks, nextCursor } = await listTasks(c.var.db, c.req.query(), c.var.queueScope);
   return c.json({ tasks: tasks.map((t) => taskView(t)), next_cursor: nextCursor } satisfies Answer<typeof taskList>);
 });
 
 tasks.get('/:id', requireScope('tasks:read'), async (c) => {
   const { task, attempts } = await getTask(c.var.db, c.req.param('id'));
-  return c.json(taskDetailView(task, attempts));
+  return c.json(taskDetailView(visibleTask(c.var.queueScope, task, c.req.param('id')), attempts));
 });
 
 /** The tasks it enqueued as their parent (`parent_id`), oldest first, up to 1,000: what a resumed parent reads. */
 tasks.get('/:id/children', requireScope('tasks:read'), async (c) => {
   const { task } = await getTask(c.var.db, c.req.param('id'));
-  const children = await taskChildren(c.var.db, task.id, CHILDREN_SHOWN);
+  visibleTask(c.var.queueScope, task, c.req.param('id'));
+  // A child may be of another queue: a key limited to queues sees only its own.
+  const children = await taskChildren(c.var.db, task.id, CHILDREN_SHOWN, c.var.queueScope);
   return c.json({ children: children.map((t) => taskView(t)) } satisfies Answer<typeof childList>);
 });
 
 const CHILDREN_SHOWN = 1_000;
 
 tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
+  await requireTaskInScope(c.var.db, c.var.queueScope, c.req.param('id'));
   const task = await cancelTask(c.var, c.req.param('id'));
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });
@@ -87,24 +91,28 @@ tasks.post('/:id/cancel', requireScope('tasks:write'), async (c) => {
 const trace = (c: Context<AppEnv>) => requestTrace(c.req.header('traceparent'), c.req.header('tracestate'));
 
 /**
- * Validates every item first, so a batch with one bad task writes nothing; then that each task
- * without a url is bound for a pull queue (which only the database's overrides may say).
+ * Validates every item first, so a batch with one bad task writes nothing: first that the key
+ * may use each item's queue (api/queue-access.ts), then the items; then that each task without a
+ * url is bound for a pull queue (which only the database's overrides may say).
  */
 async function validateTasks(c: Context<AppEnv>, items: readonly unknown[], prefix: string): Promise<NewTask[]> {
   const issues: FieldIssue[] = [];
   const out: NewTask[] = [];
   const at = (i: number) => (prefix === '' ? '' : `${prefix}.${i}`);
+  requireEnqueueQueues(c.var.queueScope, items, (i) => (prefix === '' ? 'queue' : `${at(i)}.queue`));
   items.forEach((item, i) => {
     const checked = checkTask(item, c.var.config, at(i));
     if ('issues' in checked) issues.push(...checked.issues);
     else out.push(checked.task);
   });
   if (issues.length > 0) throw new ValidationError(issues);
+  await requireParentsInScope(c.var.db, c.var.queueScope, out);
   await requireUrlOrPull(c.var.db, c.var.config, out, (i) => (prefix === '' ? 'url' : `${at(i)}.url`));
   return out;
 }
 
 tasks.post('/:id/retry', requireScope('tasks:write'), async (c) => {
+  await requireTaskInScope(c.var.db, c.var.queueScope, c.req.param('id'));
   const task = await redriveTask(c.var, c.req.param('id'));
   return c.json(c.var.canRead ? taskView(task) : taskStateView(task));
 });

@@ -10,10 +10,13 @@ import { endpointWebhookSecret, forwardWebhookSecret, webhookEndpoint } from '..
 import type { Answer, forwarding, webhookSecret } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import type { AppEnv } from '../context.ts';
+import { requireEveryQueue } from '../queue-access.ts';
 
 export const webhooks = new Hono<AppEnv>();
 
 webhooks.get('/secret', requireScope('admin'), async (c) => {
+  // An endpoint is no queue's: its secret would sign pushes of any queue's tasks to it.
+  requireEveryQueue(c.var.queueScope, "an endpoint's webhook secret");
   const master = c.var.config.webhookSecret;
   if (!master)
     throw new ConflictError(409, 'webhooks_off', 'SLUICE_WEBHOOK_SECRET is not set, so pushes carry no Standard Webhooks signature');
