@@ -3,7 +3,7 @@
  * leased, dead: cheap, from partial indexes); succeeded tasks are counted now and then by a
  * dispatcher and published in GET /metrics as `sluice_tasks{status="succeeded"}`, so the CLI
  * reads them there, with the time they were counted. That needs a key with `metrics:read`
- * (or admin); without one, the counts are simply not shown.
+ * (or admin) of every queue; without one, the counts are simply not shown.
  */
 import type { Api } from './api.ts';
 import { ApiError } from './errors.ts';
@@ -22,6 +22,9 @@ export async function readSucceeded(api: Api): Promise<Succeeded> {
   try {
     text = await api.text('/metrics');
   } catch (error) {
+    if (error instanceof ApiError && error.code === 'queue_not_allowed') {
+      return { unknown: 'succeeded counts come from GET /metrics, which spans every queue: a key limited to queues may not read it' };
+    }
     if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
       return { unknown: 'succeeded counts need a key with metrics:read or admin (they come from GET /metrics)' };
     }

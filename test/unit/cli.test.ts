@@ -1,10 +1,11 @@
 /** The CLI's pure parts: its argument parser, terminal-safe text, and the succeeded counts it reads from /metrics. */
 import { describe, expect, it } from 'vitest';
+import type { Api } from '../../src/cli/api.ts';
 import { type CommandSpec, intFlag, parseTokens } from '../../src/cli/args.ts';
 import { ApiError, UnreachableError, UsageError } from '../../src/cli/errors.ts';
 import { clean, describeProblem, span, table } from '../../src/cli/output.ts';
 import { parseRate, rateText } from '../../src/cli/rates.ts';
-import { parseSucceeded } from '../../src/cli/succeeded.ts';
+import { parseSucceeded, readSucceeded } from '../../src/cli/succeeded.ts';
 
 const command: CommandSpec<unknown> = {
   words: ['queues', 'set'],
@@ -107,5 +108,23 @@ describe('succeeded counts from /metrics', () => {
     const counts = parseSucceeded(text);
     expect(Object.fromEntries(counts.byQueue)).toEqual({ emails: 12, 'odd"name\\': 1 });
     expect(counts.countedAt?.toISOString()).toBe('2026-09-21T14:13:20.500Z');
+  });
+
+  it('says why there are none: a key without the scope, or one limited to queues', async () => {
+    const refusing = (error: ApiError) => ({ text: () => Promise.reject(error) }) as unknown as Api;
+    const limited = new ApiError(
+      403,
+      'queue_not_allowed',
+      'this API key is limited to the queues billing, and a scrape spans every queue',
+      [],
+      null,
+    );
+    expect(await readSucceeded(refusing(limited))).toEqual({
+      unknown: 'succeeded counts come from GET /metrics, which spans every queue: a key limited to queues may not read it',
+    });
+    const unscoped = new ApiError(403, 'forbidden', 'this API key lacks the "metrics:read" scope', [], null);
+    expect(await readSucceeded(refusing(unscoped))).toEqual({
+      unknown: 'succeeded counts need a key with metrics:read or admin (they come from GET /metrics)',
+    });
   });
 });
