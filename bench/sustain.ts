@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { parseRetention } from '../src/config.ts';
+import { parseRetention } from '../src/config-fields.ts';
 import { migrateDatabase } from '../src/node/migrations.ts';
 import { freePort, startEmbeddedPostgres } from '../src/node/postgres.ts';
 import { bundleWorker, startWorker } from '../src/node/worker-runtime.ts';

@@ -5,7 +5,7 @@
  * that queue. A task or schedule named by id or name is read first, and one of another queue is
  * 404, the very answer for one that does not exist. Listings show only the key's queues.
  */
-import { NAME_PATTERN } from '../config.ts';
+import { NAME_PATTERN } from '../config-fields.ts';
 import { type FieldIssue, NotFoundError, QueueNotAllowedError, ValidationError } from '../core/errors.ts';
 import { isTaskId, LIMITS } from '../core/types.ts';
 import type { Queryable } from '../db/db.ts';

@@ -3,7 +3,8 @@
  * names, read settings with their sources, change limits, pause, free a stuck slot, and poke the
  * dispatcher when a change frees room. The routes turn results into JSON, the dashboard into HTML.
  */
-import { type Config, NAME_PATTERN, queueDefaults } from '../config.ts';
+import { type Config, queueDefaults } from '../config.ts';
+import { NAME_PATTERN } from '../config-fields.ts';
 import { NotFoundError, ValidationError } from '../core/errors.ts';
 import { fieldIssues } from '../core/issues.ts';
 import {

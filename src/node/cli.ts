@@ -6,7 +6,7 @@
  *   keys:webhook <endpoint url>    prints the endpoint's Standard Webhooks secret (needs $SLUICE_WEBHOOK_SECRET)
  */
 
-import { queuePatternProblem } from '../config.ts';
+import { queuePatternProblem } from '../config-fields.ts';
 import { webhookSecretBytes } from '../protocol/webhook.ts';
 import { generateApiKey, SCOPES, type Scope } from '../security/api-keys.ts';
 import { generateSigningJwk } from '../security/keyring.ts';

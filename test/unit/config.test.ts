@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeLimits, loadConfig, parseRetention, queueDefaults } from '../../src/config.ts';
+import { describeLimits, loadConfig, queueDefaults } from '../../src/config.ts';
+import { parseRetention } from '../../src/config-fields.ts';
 import { ConfigError } from '../../src/core/errors.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 

@@ -3,7 +3,7 @@
  * schedules, the lease calls, pulling and waits.
  */
 import { z } from 'zod';
-import { NAME_PATTERN } from '../../config.ts';
+import { NAME_PATTERN } from '../../config-fields.ts';
 import { OVERLAP_POLICIES } from '../../core/schedule.ts';
 import { textProblem } from '../../core/text.ts';
 import { isTaskId, LIMITS, TASK_STATUSES } from '../../core/types.ts';

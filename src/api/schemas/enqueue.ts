@@ -3,7 +3,8 @@
  * a valid one into a `NewTask` with every default resolved (docs/DESIGN.md §2).
  */
 import { z } from 'zod';
-import { backoffSchema, type Config, NAME_PATTERN, queueDefaults } from '../../config.ts';
+import { type Config, queueDefaults } from '../../config.ts';
+import { backoffSchema, NAME_PATTERN } from '../../config-fields.ts';
 import type { FieldIssue } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { rateSchema } from '../../core/queue-settings.ts';
