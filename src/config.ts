@@ -92,6 +92,8 @@ export interface Config {
    * rests and sends Postgres nothing (core/rest.ts).
    */
   restAfterMs: number;
+  /** Failures in a row (no connection, a timeout, a 5xx) that pause an endpoint origin; 0: never (0027_endpoints.sql). */
+  endpointPauseAfter: number;
   /**
    * The origin browsers reach Sluice at (`SLUICE_PUBLIC_URL`), e.g. behind a reverse proxy that
    * rewrites Host; `null`: each request's own URL. The dashboard's forgery check expects it.
@@ -144,6 +146,7 @@ const envObject = z.object({
   SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
   SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
   SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
+  SLUICE_ENDPOINT_PAUSE_AFTER: int(0, 1_000_000).default(10),
   SLUICE_PUBLIC_URL: publicOrigin(),
   SLUICE_RETENTION: z
     .string()
@@ -260,6 +263,7 @@ export function loadConfig(env: Env, host: DispatchHost = 'worker'): Config {
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
     pullRecheckMs: e.SLUICE_PULL_RECHECK_MS,
     restAfterMs: e.SLUICE_REST_AFTER_MS,
+    endpointPauseAfter: e.SLUICE_ENDPOINT_PAUSE_AFTER,
     publicOrigin: e.SLUICE_PUBLIC_URL,
     retentionMs: e.SLUICE_RETENTION,
     neonWsProxy: e.SLUICE_NEON_WS_PROXY ?? null,

@@ -244,6 +244,9 @@ declare
   v_grants jsonb;
   v_buckets jsonb;
   v_waiting boolean;
+  v_blocks boolean;
+  v_probes text[];
+  v_probed jsonb;
 begin
   perform sluice.claim_lock();
   -- The pass's clock starts once the lock is held (now() is when the transaction began,
@@ -258,6 +261,20 @@ begin
   -- Most passes find no waiting task at all: then the resume step and the per-lane count of
   -- waiting holders are skipped (one probe of the waiting tasks' partial index).
   v_waiting := exists (select 1 from sluice.tasks where status = 'waiting');
+  -- Origins that hold their tasks back (0027_endpoints.sql): most passes find none (one probe
+  -- of an empty partial index), and then no candidate is looked up in sluice.endpoints. Of the
+  -- paused ones whose probe is due, this pass may send one probe each: their rows are locked
+  -- (skip locked: a settle writing one now has the next pass probe it), so that no other pass
+  -- sends a second meanwhile.
+  v_blocks := exists (select 1 from sluice.endpoints
+                      where (paused_until is not null or held_until is not null) and (paused_until is not null or held_until > v_now));
+  if v_blocks then
+    select array_agg(origin) into v_probes from (
+      select origin from sluice.endpoints
+      where (paused_until is not null or held_until is not null) and paused_by = 'failures' and paused_until <= v_now
+      for update skip locked
+    ) p;
+  end if;
   if v_waiting then
     with ready as (
       select p.id, p.queue, p.lane, p.priority from sluice.tasks p
@@ -463,17 +480,50 @@ begin
       ) w
       where b.budget > 0
     ),
-    candidates as (
-      select la.*, t.id, t.priority,
-             row_number() over (partition by la.key_id order by t.priority, t.run_at, t.id) as place
+    -- The ready tasks of each lane, with what their origin says (0027_endpoints.sql): a task
+    -- whose origin is held (a Retry-After) or paused is parked until the hold ends, or the
+    -- probe's time (an hour at most, for a pause by hand), its attempt untouched. Of a paused
+    -- origin whose probe is due (v_probes), the first task is the probe, and the others are
+    -- parked until its lease would end. Looked up only when some origin holds tasks back.
+    found as (
+      select la.*, t.id, t.priority, t.run_at, t.lease_ms, o.origin,
+             case when o.origin is null then null
+                  when o.paused_until > v_now then least(greatest(o.paused_until, o.held_until), v_now + interval '1 hour')
+                  when o.held_until > v_now then o.held_until
+                  when o.paused_until is not null and not o.origin = any(coalesce(v_probes, '{}')) then v_now + interval '1 second'
+             end as park_until,
+             o.origin is not null and o.paused_until <= v_now and o.origin = any(coalesce(v_probes, '{}')) and not coalesce(o.held_until > v_now, false) as probe
       from lanes la
       cross join lateral (
-        select t.id, t.priority, t.run_at from sluice.tasks t
+        select t.id, t.priority, t.run_at, t.lease_ms, t.url from sluice.tasks t
         where t.status = 'pending' and t.queue = la.queue and t.lane = la.lane
           and t.run_at <= v_now and (t.expires_at is null or t.expires_at > v_now)
         order by t.priority, t.run_at, t.id
         limit least(la.room, la.budget)
       ) t
+      left join lateral (
+        select e.origin, e.paused_until, e.held_until from sluice.endpoints e
+        where v_blocks and e.origin = sluice.url_origin(t.url) and (e.paused_until is not null or e.held_until is not null)
+      ) o on true
+    ),
+    probes as (
+      select f.id, f.origin, f.lease_ms,
+             row_number() over (partition by f.origin order by f.priority, f.run_at, f.id) as k,
+             first_value(f.lease_ms) over (partition by f.origin order by f.priority, f.run_at, f.id) as probe_lease_ms
+      from found f where f.probe
+    ),
+    parked as (
+      update sluice.tasks t set run_at = p.until, held = true, updated_at = v_now
+      from (select f.id, f.park_until as until from found f where f.park_until is not null
+            union all
+            select p.id, v_now + make_interval(secs => p.probe_lease_ms / 1000.0) from probes p where p.k > 1) p
+      where t.id = p.id and t.id = any(array(select id from found where park_until is not null or probe)) and t.status = 'pending'
+    ),
+    candidates as (
+      select f.queue, f.queue_priority, f.budget, f.key_id, f.lane, f.served, f.room, f.key_rate, f.id, f.priority,
+             row_number() over (partition by f.key_id order by f.priority, f.run_at, f.id) as place
+      from found f
+      where f.park_until is null and (not f.probe or f.id in (select id from probes where k = 1))
     ),
     within_queue as (
       select c.*, row_number() over (partition by c.queue order by c.priority, c.place, c.served, c.key_id) as queue_rank
@@ -515,13 +565,15 @@ begin
            (select array_agg(distinct key_id) from lanes),
            (select array_agg(key_id order by first_turn) from (select key_id, min(overall) as first_turn from chosen group by key_id) s),
            exists (select 1 from lanes la where not exists (select 1 from candidates c where c.key_id = la.key_id)),
+           (select jsonb_agg(jsonb_build_object('origin', p.origin, 'id', p.id, 'lease_ms', p.lease_ms))
+              from probes p where p.k = 1 and p.id in (select id from chosen)),
            (select array_agg(queue order by queue) from held),
            (select array_agg(reason order by queue) from held),
            (select jsonb_agg(jsonb_build_array(queue, lane, (rate ->> 'period_ms')::integer)) from grants where not rate ? 'burst'),
            (select jsonb_agg(jsonb_build_array(queue, lane, (rate ->> 'period_ms')::float8 / (rate ->> 'limit')::integer,
                                                (rate ->> 'burst')::integer, n) order by queue, lane)
               from (select queue, lane, rate, count(*)::integer as n from grants where rate ? 'burst' group by queue, lane, rate) x)
-    into v_ids, v_examined, v_served, v_stale, v_held_queues, v_held_limits, v_grants, v_buckets;
+    into v_ids, v_examined, v_served, v_stale, v_probed, v_held_queues, v_held_limits, v_grants, v_buckets;
 
     -- Counted once per pass, from what its first round saw; nothing is written when nothing is held.
     -- Not for a consumer's pass: a waiting pull claims again and again, and each would count.
@@ -539,6 +591,7 @@ begin
             lease_id = gen_random_uuid(),
             leased_at = v_now,
             lease_expires_at = v_now + make_interval(secs => t.lease_ms / 1000.0),
+            held = false,
             attempts = t.attempts + 1,
             updated_at = v_now
         where t.id = any(v_ids) and t.status = 'pending'
@@ -567,6 +620,16 @@ begin
       v_pass := nextval('sluice.claim_pass');
     end if;
     v_all_examined := v_all_examined || coalesce(v_examined, '{}');
+    -- A probe sent: its origin waits for its answer (the settle's, functions/endpoints.sql), at
+    -- most until its lease ends, when the next pass may send another.
+    if v_probed is not null then
+      update sluice.endpoints e
+      set paused_until = v_now + make_interval(secs => (p ->> 'lease_ms')::numeric / 1000), probe_task = (p ->> 'id')::bigint
+      from jsonb_array_elements(v_probed) p
+      where e.origin = p ->> 'origin';
+      v_probes := array(select unnest(v_probes) except select p ->> 'origin' from jsonb_array_elements(v_probed) p);
+      v_probed := null;
+    end if;
 
     v_want := p_max - v_claimed;
     exit when not v_stale or v_want <= 0 or v_round >= 4;

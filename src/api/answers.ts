@@ -10,6 +10,7 @@
  * Requests have their own schemas, the ones the API validates with (schemas/).
  */
 import { z } from 'zod';
+import { ENDPOINT_STATES } from '../core/outcome.ts';
 import { KEY_STRATEGIES } from '../core/queue-settings.ts';
 import { OVERLAP_POLICIES } from '../core/schedule.ts';
 import { ATTEMPT_OUTCOMES, HTTP_METHODS, TASK_STATUSES } from '../core/types.ts';
@@ -297,6 +298,26 @@ export const scheduleState = z
 
 export const scheduleList = z.object({ schedules: z.array(schedule), next_cursor: z.string().nullable() });
 export const scheduleOrState = z.union([schedule, scheduleState]);
+
+export const endpoint = z
+  .object({
+    origin: z.string().describe('Scheme, host and port, as `new URL(url).origin` says it.'),
+    state: z
+      .enum(ENDPOINT_STATES)
+      .describe('`paused`: its tasks wait, using no attempt; `probing`: one task is out to see whether it answers again.'),
+    consecutive_failures: z.int().describe('Failures (no connection, a timeout, a 5xx) since its last 2xx.'),
+    attempts_5m: z.int().describe('Pushes that ended in the last five minutes (whole minutes: between four and five).'),
+    failures_5m: z.int(),
+    last_error: z.string().nullable(),
+    last_error_at: time.nullable(),
+    paused_until: time
+      .nullable()
+      .describe('Paused: when its next probe may go; probing: when the probe lease ends; null when paused by hand.'),
+    paused_by: z.enum(['failures', 'hand']).nullable(),
+    held_until: time.nullable().describe('A Retry-After from it holds its tasks until then.'),
+  })
+  .register(components, { id: 'Endpoint', description: 'An endpoint origin Sluice pushes to, and its health.' });
+export const endpointList = z.object({ endpoints: z.array(endpoint) });
 
 export const webhookSecret = z.object({ endpoint: z.string(), secret: z.string(), next_secret: z.string().optional() });
 export const forwarding = z.object({

@@ -12,6 +12,7 @@ import { loadKeyring } from '../security/keyring.ts';
 import type { AppEnv, Platform } from './context.ts';
 import { dashboard } from './dashboard/index.ts';
 import { problemOf, problemResponse, UNAVAILABLE_RETRY_AFTER_S } from './problem.ts';
+import { endpoints } from './routes/endpoints.ts';
 import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { metrics } from './routes/metrics.ts';
@@ -81,6 +82,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/v1/leases', leases);
   app.route('/v1/schedules', schedules);
   app.route('/v1/webhooks', webhooks);
+  app.route('/v1/endpoints', endpoints);
   app.route('/dashboard', dashboard);
 
   app.notFound((c) =>

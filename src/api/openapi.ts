@@ -441,6 +441,35 @@ export function openApiDocument(): object {
           ok: answer(answers.forwarding),
         }),
       },
+      '/v1/endpoints': {
+        get: operation({
+          id: 'listEndpoints',
+          summary: 'Endpoint origins and their health: failures in a row, the last five minutes, a pause, a hold',
+          scope: 'tasks:read',
+          ok: answer(answers.endpointList),
+          queueLimit: { forbidden: 'always: an origin belongs to no one queue' },
+        }),
+      },
+      '/v1/endpoints/{origin}/pause': {
+        parameters: [{ ...idParam('origin'), description: 'The origin, URL-encoded: https%3A%2F%2Fexample.com' }],
+        post: operation({
+          id: 'pauseEndpoint',
+          summary: 'Pause an origin by hand: its tasks wait, using no attempt, and no probe goes until a resume',
+          scope: 'admin',
+          ok: answer(answers.endpoint),
+          queueLimit: { forbidden: 'always: an origin belongs to no one queue' },
+        }),
+      },
+      '/v1/endpoints/{origin}/resume': {
+        parameters: [{ ...idParam('origin'), description: 'The origin, URL-encoded: https%3A%2F%2Fexample.com' }],
+        post: operation({
+          id: 'resumeEndpoint',
+          summary: 'Resume an origin (paused by hand or by failures, or held by a Retry-After): its waiting tasks are due now',
+          scope: 'admin',
+          ok: answer(answers.endpoint),
+          queueLimit: { forbidden: 'always: an origin belongs to no one queue' },
+        }),
+      },
       '/metrics': {
         get: (() => {
           const op = operation({

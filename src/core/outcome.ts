@@ -189,3 +189,30 @@ export function giveBack(
   }
   return { status: 'pending', reason, runAt: new Date(nowMs + delayMs), attemptsDelta: -1, deferralsDelta: 1, error, httpStatus };
 }
+
+/**
+ * What an outcome says of its origin's health (docs/DESIGN.md §5, "Endpoints"): `ok` (a 2xx),
+ * `fail` (no connection, no answer in time, a 5xx), `hold` (a 429 or 503 with Retry-After: the
+ * origin waits until then), `other` (any other answer: the endpoint's own meaning, not its
+ * health); `null` when no request reached for it (Sluice refused the target).
+ */
+export type EndpointHealth = 'ok' | 'fail' | 'hold' | 'other';
+
+/** An origin's state: `paused` after failures in a row (or by hand), `probing` while its one probe is out. */
+export const ENDPOINT_STATES = ['healthy', 'paused', 'probing'] as const;
+export type EndpointState = (typeof ENDPOINT_STATES)[number];
+
+export function endpointHealth(outcome: Outcome): EndpointHealth | null {
+  switch (outcome.type) {
+    case 'succeeded':
+    case 'lease_kept':
+      return 'ok';
+    case 'deferred':
+      return 'hold';
+    case 'unanswered':
+      return 'fail';
+    case 'failed':
+      if (outcome.status === null) return outcome.retryable ? 'fail' : null;
+      return outcome.status >= 500 ? 'fail' : 'other';
+  }
+}

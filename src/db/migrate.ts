@@ -73,7 +73,7 @@ export async function migrate(db: Db, migrations: readonly Migration[], function
  * The last numbered migration this version of Sluice is written for (test/unit/schema.test.ts
  * holds it to the last file in migrations/).
  */
-export const LATEST_MIGRATION = '0023_lanes_touched.sql';
+export const LATEST_MIGRATION = '0027_endpoints.sql';
 
 /** What to do about a schema that is not this version's, in one line. */
 export const MIGRATE_HINT = 'run `npm run db:migrate` (DATABASE_URL set) to migrate it';

@@ -4,7 +4,7 @@
  * a deferral or a release leaves a row in `sluice.attempts`; one that finishes its task moves
  * the task into history with that attempt as its final one (db/history.ts).
  */
-import { type Settlement, type Signal, takenBack } from '../core/outcome.ts';
+import { type EndpointHealth, type Settlement, type Signal, takenBack } from '../core/outcome.ts';
 import { type LeasedTask, LIMITS, type TaskStatus } from '../core/types.ts';
 import { prepared, type Queryable } from './db.ts';
 import { archiveCtes } from './history.ts';
@@ -33,9 +33,19 @@ export interface LeaseSettlement {
   require?: 'unexpired' | 'expired';
   /**
    * What the push's answer says of the endpoint's capacity (core/outcome.ts `pushSignal`), with
-   * the task's queue, concurrency key and deferrals so far; pushes only.
+   * the task's queue, concurrency key and deferrals so far; pushes only. `health`: what it says
+   * of the task's origin (`endpointHealth`), for the origin of `url`, which `pauseAfter`
+   * failures in a row pause (0: never).
    */
-  signal?: { signal: Signal; queue: string; concurrencyKey: string | null; deferrals: number } | null;
+  signal?: {
+    signal: Signal | null;
+    queue: string;
+    concurrencyKey: string | null;
+    deferrals: number;
+    url?: string | null;
+    health?: EndpointHealth | null;
+    pauseAfter?: number;
+  } | null;
 }
 
 /**
@@ -75,7 +85,8 @@ with raw as (
   select distinct on (s.id, s.lease_id) s.* from jsonb_to_recordset($1::jsonb) as s(
     n integer, id bigint, lease_id uuid, require text, leased_at timestamptz, attempt integer, status text, outcome text,
     wait_ms double precision, attempts_delta integer, deferrals_delta integer, result text, error text,
-    http_status integer, duration_ms integer, signal text, queue text, level text, deferrals integer)
+    http_status integer, duration_ms integer, signal text, queue text, level text, deferrals integer,
+    url text, health text, pause_after integer)
   order by s.id, s.lease_id, s.require nulls first, s.n
 ),
 -- A push's signal belongs to a level (0016_levels.sql): its key's lane, else its queue ('*'),
@@ -94,6 +105,7 @@ input as (
          case when a.defer then 'deferred by an overload answer (' || coalesce(r.error, 'overload') || '): the queue is adaptive, its limit learns'
               else r.error end as error,
          r.http_status, r.duration_ms, r.signal, r.queue, r.level, r.signal is not null and ad.adaptive as adaptive,
+         r.url, r.health, r.pause_after,
          -- An ending without a push's duration (a lease call, expiry) lasted from the lease's start until now.
          coalesce(r.duration_ms, (extract(epoch from now() - r.leased_at) * 1000)::integer) as took_ms
   from raw r
@@ -172,6 +184,17 @@ learn as (
   from input i
   where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or i.signal = 'hold')
 ),
+-- What the pushes that ended here teach their origins (migrations/functions/endpoints.sql): how
+-- many of them failed, a pause, a resume (which makes the tasks parked behind it due), a hold.
+endpoints as (
+  select case when count(*) > 0 then sluice.endpoints_learn(
+           jsonb_agg(jsonb_build_object('n', i.n, 'id', i.id, 'origin', sluice.url_origin(i.url), 'health', i.health,
+                                        'wait_ms', i.wait_ms, 'error', coalesce(i.error, 'HTTP ' || i.http_status)) order by i.n),
+           max(i.pause_after)) else 0 end as released
+  from input i
+  where i.health is not null and i.url is not null
+    and i.n = any(array(select n from settled union all select fin_n from done))
+),
 -- Whether a claim pass could find work now, when $4 asks (else "yes", and nothing is read): the
 -- hints as they were (sluice.work_waits), or a task this statement makes due at once, which that
 -- snapshot cannot see: a retry due now (its hint is lowered above), a callback (enqueued by a
@@ -181,11 +204,12 @@ waits as (
               then sluice.work_waits()
                    or exists (select 1 from settled where run_at <= now())
                    or exists (select 1 from done where callback is not null)
+                   or exists (select 1 from endpoints where released > 0)
               else true end as work_waits
 )
-select n, id::text as id, status, false as repeated, work_waits from settled cross join learn cross join waits
+select n, id::text as id, status, false as repeated, work_waits from settled cross join learn cross join endpoints cross join waits
 union all
-select fin_n, id::text, fin_status, false, work_waits from done cross join learn cross join waits
+select fin_n, id::text, fin_status, false, work_waits from done cross join learn cross join endpoints cross join waits
 union all
 select n, id::text, status, true, work_waits from replayed cross join learn cross join waits`,
 );
@@ -262,6 +286,9 @@ export async function leaseSettleReport(
     queue: signal?.queue ?? null,
     level: signal ? levelOf(signal.concurrencyKey) : null,
     deferrals: signal?.deferrals ?? null,
+    url: signal?.url ?? null,
+    health: signal?.health ?? null,
+    pause_after: signal?.pauseAfter ?? null,
   }));
   const rows = await db.query<{ n: number; id: string; status: TaskStatus; repeated: boolean; work_waits: boolean }>(SETTLE, [
     JSON.stringify(input),

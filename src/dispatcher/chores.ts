@@ -1,18 +1,19 @@
 /**
  * The housekeeping besides dispatch, in one list (docs/DESIGN.md §6, "Chores"): the retention
- * sweep (history buckets, rate grants, levels, lanes of idle keys, spent debounces) and the task
- * counts of /metrics. Each has its interval; `runDue` runs those whose time has come, one run of
+ * sweep (history buckets, rate grants, levels, lanes of idle keys, spent debounces), the task
+ * counts of /metrics, and the endpoints' minutes and idle origins (db/endpoints.ts). Each has its interval; `runDue` runs those whose time has come, one run of
  * each at a time, and never throws (a chore that failed runs again at its next turn). Who runs
  * them: the Node server on a timer, the Worker's cron and its first pusher shard; none of them
  * while the deployment is at rest (core/rest.ts), so an idle deployment sends Postgres nothing.
  */
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
+import { endpointsSweep } from '../db/endpoints.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
 import { sweepFinished, sweepIntervalMs } from './retention.ts';
 import { withDbRetry } from './retry-db.ts';
 
-export type ChoreName = 'sweep' | 'counts';
+export type ChoreName = 'sweep' | 'counts' | 'endpoints';
 
 interface Chore {
   name: ChoreName;
@@ -23,9 +24,13 @@ interface Chore {
 /** How often tasks are counted for /metrics where a process counts them on a timer. */
 export const COUNT_INTERVAL_MS = 15_000;
 
+/** How often the endpoints' rows are swept: a minute, the width of their window's buckets. */
+export const ENDPOINTS_SWEEP_MS = 60_000;
+
 export const CHORES: readonly Chore[] = [
   { name: 'sweep', everyMs: sweepIntervalMs, run: (db, config) => sweepFinished(db, config) },
   { name: 'counts', everyMs: () => COUNT_INTERVAL_MS, run: (db) => withDbRetry(() => taskCountsRefresh(db)) },
+  { name: 'endpoints', everyMs: () => ENDPOINTS_SWEEP_MS, run: (db) => withDbRetry(() => endpointsSweep(db)) },
 ];
 
 /**

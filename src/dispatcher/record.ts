@@ -4,7 +4,7 @@
  * is reaped.
  */
 import { unansweredNote } from '../core/lease.ts';
-import { decide, type Outcome, pushSignal } from '../core/outcome.ts';
+import { decide, endpointHealth, type Outcome, pushSignal } from '../core/outcome.ts';
 import type { LeasedTask } from '../core/types.ts';
 import type { Db } from '../db/db.ts';
 import { leaseNote } from '../db/leases.ts';
@@ -25,6 +25,8 @@ export interface RecordDeps {
   random: () => number;
   /** The environment's adaptive queues (an override may change any): for the unanswered pushes' signals. */
   adaptiveQueues?: readonly string[];
+  /** Failures in a row that pause an origin (`SLUICE_ENDPOINT_PAUSE_AFTER`; 0: never). */
+  endpointPauseAfter?: number;
 }
 
 /**
@@ -61,8 +63,9 @@ export function outcomeRecorder(deps: RecordDeps) {
       await withDbRetry(() =>
         levelsLearnUnanswered(
           db,
-          { taskId: task.id, queue: task.queue, concurrencyKey: task.concurrencyKey, leasedAt: task.lease.leasedAt, cause },
+          { taskId: task.id, queue: task.queue, concurrencyKey: task.concurrencyKey, leasedAt: task.lease.leasedAt, cause, url: task.url },
           deps.adaptiveQueues ?? [],
+          deps.endpointPauseAfter ?? 0,
         ),
       ).catch((error: unknown) => log.warn(`sluice: learning from the unanswered push of task ${task.id} failed`, error));
       return;
@@ -79,7 +82,17 @@ export function outcomeRecorder(deps: RecordDeps) {
         // An expired lease is no answer: the reaper's settlement says nothing of the endpoint.
         ...(require
           ? { require }
-          : { signal: signal && { signal, queue: task.queue, concurrencyKey: task.concurrencyKey, deferrals: task.deferrals } }),
+          : {
+              signal: {
+                signal,
+                queue: task.queue,
+                concurrencyKey: task.concurrencyKey,
+                deferrals: task.deferrals,
+                url: task.url,
+                health: endpointHealth(outcome),
+                pauseAfter: deps.endpointPauseAfter ?? 0,
+              },
+            }),
       });
     } catch (error) {
       log.error(`sluice: settling task ${task.id} failed; its lease will expire and be reaped`, error);

@@ -115,6 +115,7 @@ class DispatchRun {
       now,
       random: deps.random ?? Math.random,
       adaptiveQueues: adaptive,
+      endpointPauseAfter: this.#config.endpointPauseAfter,
     });
     this.#ahead = new ClaimAhead(this.#config.dispatchParallelism, this.#config.maxClaimBatch);
     this.#deadline = now() + options.budgetMs;

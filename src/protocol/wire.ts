@@ -335,3 +335,22 @@ export interface ScheduleView {
   created_at: string;
   updated_at: string;
 }
+
+/** An endpoint origin Sluice pushes to, and its health (GET /v1/endpoints). */
+export interface EndpointView {
+  /** Scheme, host and port, as `new URL(url).origin` says it. */
+  origin: string;
+  /** `paused`: its tasks wait, using no attempt; `probing`: one task is out to see whether it answers again. */
+  state: 'healthy' | 'paused' | 'probing';
+  /** Failures (no connection, a timeout, a 5xx) since its last 2xx. */
+  consecutive_failures: number;
+  attempts_5m: number;
+  failures_5m: number;
+  last_error: string | null;
+  last_error_at: string | null;
+  /** Paused: when its next probe may go; probing: when the probe's lease ends; null when paused by hand. */
+  paused_until: string | null;
+  paused_by: 'failures' | 'hand' | null;
+  /** A Retry-After from it holds its tasks until then. */
+  held_until: string | null;
+}

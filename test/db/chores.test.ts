@@ -29,7 +29,7 @@ const statements = async () => (await probe.read()).statements;
 
 describe('Chores', () => {
   it('runs each chore when its interval has come, and not before', async () => {
-    expect(CHORES.map((c) => c.name)).toEqual(['sweep', 'counts']);
+    expect(CHORES.map((c) => c.name)).toEqual(['sweep', 'counts', 'endpoints']);
     expect(sweepIntervalMs(config)).toBeGreaterThan(COUNT_INTERVAL_MS);
     const chores = new Chores(config);
     const start = await statements();

@@ -55,8 +55,11 @@ export async function emptyTables(db: OpenDb, tables: string): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.query('select sluice.claim_lock()');
     // The hot table's rows go with their history (0014_history.sql): finished tasks and
-    // attempts, and what their pushes taught their levels (0016_levels.sql): holds, learnt limits.
-    const all = /\bsluice\.tasks\b/.test(tables) ? `${tables}, sluice.finished, sluice.attempts, sluice.levels` : tables;
+    // attempts, and what their pushes taught their levels (0016_levels.sql): holds, learnt limits,
+    // and their origins (0027_endpoints.sql): pauses, holds, counts.
+    const all = /\bsluice\.tasks\b/.test(tables)
+      ? `${tables}, sluice.finished, sluice.attempts, sluice.levels, sluice.endpoints, sluice.endpoint_minutes`
+      : tables;
     await tx.query(`truncate ${all} cascade`);
   });
 }

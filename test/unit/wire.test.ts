@@ -31,6 +31,7 @@ describe('the wire format', () => {
     expectTypeOf<wire.ConcurrencyView>().toEqualTypeOf<Answer<typeof answers.queueConcurrency>>();
     expectTypeOf<wire.ScheduleView>().toEqualTypeOf<Answer<typeof answers.schedule>>();
     expectTypeOf<wire.PulledTask>().toEqualTypeOf<Answer<typeof answers.pulledTask>>();
+    expectTypeOf<wire.EndpointView>().toEqualTypeOf<Answer<typeof answers.endpoint>>();
   });
 
   it('is described by the OpenAPI document, generated from the same schema', () => {

@@ -1,0 +1,119 @@
+/**
+ * Endpoint health (migrations/0027_endpoints.sql) on the real Worker in workerd and on the Node
+ * server: an origin that fails SLUICE_ENDPOINT_PAUSE_AFTER times in a row is paused, its tasks
+ * wait using no attempt, and another origin is pushed meanwhile; GET /v1/endpoints shows it, a
+ * resume by hand lets its tasks go.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateApiKey } from '../../src/security/api-keys.ts';
+import type { TestDatabase } from '../helpers/db.ts';
+import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
+import { apiCall, useNodeBeside, useWorkerFixture, type WorkerFixture } from '../helpers/worker-fixture.ts';
+
+const admin = await generateApiKey('ops', ['admin', 'tasks:read']);
+const vars = (f: WorkerFixture) => ({
+  SLUICE_ENDPOINT_PAUSE_AFTER: '3',
+  SLUICE_API_KEYS: JSON.stringify([...JSON.parse(f.secrets.apiKeysJson), admin.entry]),
+});
+const f = useWorkerFixture(vars);
+/** A second origin: the same host, another port. */
+let other: TestEndpoint;
+beforeAll(async () => {
+  other = await startEndpoint();
+});
+afterAll(async () => {
+  await other?.close();
+});
+
+interface Endpoint {
+  origin: string;
+  state: string;
+  consecutive_failures: number;
+  attempts_5m: number;
+  failures_5m: number;
+  last_error: string | null;
+  paused_until: string | null;
+  paused_by: string | null;
+  held_until: string | null;
+}
+
+const statusOf = async (db: TestDatabase['db'], queue: string) =>
+  db.query<{ status: string; attempts: number; n: number }>(
+    `select status, attempts, count(*)::int as n from sluice.all_tasks where queue = $1 group by 1, 2 order by 1, 2`,
+    [queue],
+  );
+
+async function pauseAndResume(base: string, db: TestDatabase['db']) {
+  const key = f.secrets.apiKey;
+  const a = new URL(f.endpoint.url).origin;
+  const b = new URL(other.url).origin;
+  f.endpoint.reply(() => ({ status: 502, body: 'bad gateway' }));
+  other.reply(() => ({ status: 200 }));
+  const task = (url: string) => ({ queue: 'health', url, max_attempts: 20, backoff: { initial_ms: 50, max_ms: 50, jitter: 0 } });
+  const batch = await apiCall(base, key, 'POST', '/v1/tasks/batch', {
+    tasks: [task(`${f.endpoint.url}/a/1`), task(`${f.endpoint.url}/a/2`)],
+  });
+  expect(batch.status).toBe(201);
+  const listed = async () => ((await apiCall(base, key, 'GET', '/v1/endpoints')).body.endpoints as Endpoint[]).find((e) => e.origin === a);
+  await expect.poll(async () => (await listed())?.state, { timeout: 15_000, interval: 100 }).toBe('paused');
+  const paused = (await listed())!;
+  expect(paused).toMatchObject({ paused_by: 'failures', last_error: 'HTTP 502: bad gateway' });
+  expect(paused.consecutive_failures).toBeGreaterThanOrEqual(3);
+  expect(paused.failures_5m).toBeGreaterThanOrEqual(3);
+  expect(Date.parse(paused.paused_until!)).toBeGreaterThan(Date.now());
+
+  // Paused: another origin's task is pushed; A's tasks wait, and their attempts stay where they were.
+  const pushesToA = f.endpoint.received.filter((p) => p.path.startsWith('/a/')).length;
+  const onB = await apiCall(base, key, 'POST', '/v1/tasks', task(`${other.url}/b`));
+  await expect
+    .poll(async () => (await apiCall(base, key, 'GET', `/v1/tasks/${onB.body.id}`)).body.status, { timeout: 10_000 })
+    .toBe('succeeded');
+  const waiting = await statusOf(db, 'health');
+  expect(waiting.filter((r) => r.status === 'pending').reduce((n, r) => n + r.n, 0)).toBe(2);
+  const attemptsBefore = waiting.map((r) => r.attempts);
+  expect(f.endpoint.received.filter((p) => p.path.startsWith('/a/')).length).toBeLessThanOrEqual(pushesToA + 1);
+
+  // A answers again; a resume by hand (admin only) sends its tasks at once, without waiting for the probe.
+  f.endpoint.reply(() => ({ status: 200 }));
+  expect((await apiCall(base, key, 'POST', `/v1/endpoints/${encodeURIComponent(a)}/resume`)).status).toBe(403);
+  const resumed = await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent(a)}/resume`);
+  expect(resumed.status).toBe(200);
+  expect(resumed.body).toMatchObject({ origin: a, state: 'healthy', consecutive_failures: 0, paused_until: null });
+  await expect
+    .poll(async () => (await statusOf(db, 'health')).filter((r) => r.status === 'succeeded').reduce((n, r) => n + r.n, 0), {
+      timeout: 10_000,
+    })
+    .toBe(3);
+  // The waits used no attempt: each task used one more than it had when A was paused.
+  const after = await statusOf(db, 'health');
+  expect(Math.max(...after.map((r) => r.attempts))).toBeLessThanOrEqual(Math.max(...attemptsBefore) + 1);
+
+  // By hand: a pause holds A with no probe; bad origins and unknown ones are refused.
+  const hand = await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent(a)}/pause`);
+  expect(hand.body).toMatchObject({ origin: a, state: 'paused', paused_by: 'hand', paused_until: null });
+  for (const bad of ['ftp%3A%2F%2Fx', encodeURIComponent(`${a}/path`), 'nope']) {
+    const refused = await apiCall(base, admin.key, 'POST', `/v1/endpoints/${bad}/pause`);
+    expect(refused.status, bad).toBe(400);
+    expect(refused.body.issues).toEqual([{ path: 'origin', message: expect.stringMatching(/^must be an http\(s\) origin/) }]);
+  }
+  expect((await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent('https://unknown.example')}/resume`)).status).toBe(
+    404,
+  );
+  expect((await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent(b)}/pause`)).status).toBe(200);
+  for (const origin of [a, b]) {
+    expect((await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent(origin)}/resume`)).status).toBe(200);
+  }
+}
+
+describe('endpoint health', () => {
+  it('on the Worker: pauses an origin that fails, resumes it by hand', async () => {
+    await pauseAndResume(f.worker.url, f.t.db);
+  });
+
+  describe('on the Node server', () => {
+    const side = useNodeBeside(f, vars);
+    it('pauses an origin that fails, resumes it by hand', async () => {
+      await pauseAndResume(side.node.url, side.t.db);
+    });
+  });
+});
