@@ -175,6 +175,8 @@ replayed as (
   where s.n <> all(array(select n from settled union all select fin_n from done))
 ),${lowerHintsCte('settled')},
 -- What the answers teach their levels (migrations/functions/levels.sql), only when there is something to.
+-- A Retry-After holds what sent it: its origin (endpoints, below) and its key's lane, never the
+-- whole queue; only a signal with no URL (none is pushed without one) still holds the queue ('*').
 learn as (
   select case when count(*) > 0 then sluice.levels_learn(
            jsonb_agg(jsonb_build_object('queue', i.queue, 'level', i.level, 'signal', i.signal, 'adaptive', i.adaptive,
@@ -182,7 +184,7 @@ learn as (
                                         'cause', coalesce('HTTP ' || i.http_status, 'connection refused'))),
            (select array_agg(id) from input)) end as levels
   from input i
-  where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or i.signal = 'hold')
+  where i.queue is not null and ((i.adaptive and i.signal in ('overload', 'ok')) or (i.signal = 'hold' and (i.level <> '*' or i.url is null)))
 ),
 -- What the pushes that ended here teach their origins (migrations/functions/endpoints.sql): how
 -- many of them failed, a pause, a resume (which makes the tasks parked behind it due), a hold.

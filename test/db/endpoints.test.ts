@@ -47,6 +47,17 @@ const failed: Settlement = {
   httpStatus: 502,
 };
 const ok: Settlement = { status: 'succeeded', result: null, httpStatus: 200 };
+/** A 429 with `Retry-After: 1`, as core/outcome.ts decides it. */
+const retryAfter = (): Settlement => ({
+  status: 'pending',
+  reason: 'deferred',
+  runAt: new Date(Date.now() + 1_000),
+  attemptsDelta: -1,
+  deferralsDelta: 1,
+  error: 'deferred by HTTP 429 with Retry-After',
+  httpStatus: 429,
+});
+
 /** Ends leases as the dispatcher does after each push's answer, with what it says of the origin. */
 function settle(tasks: readonly LeasedTask[], settlement: Settlement, health: EndpointHealth, pauseAfter = 3) {
   return leaseSettleReport(
@@ -222,6 +233,40 @@ describe('by hand', () => {
     expect((await endpointsList(t.db)).map((e) => [e.origin, e.attempts5m])).toEqual([[A, 1]]);
     const [minutes] = await t.db.query<{ n: number }>('select count(*)::int as n from sluice.endpoint_minutes');
     expect(minutes?.n).toBe(1);
+  });
+});
+
+describe('a Retry-After', () => {
+  it('holds the origin that sent it, not the queue: a task to another origin is pushed on time', async () => {
+    // The README's case: a retry due 0.2 s later, to another origin, while a 429 Retry-After: 1 holds the first.
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', url: `${A}/echo?retry_after=1`, runAt: longDue() })]);
+    const start = await dbNowMs(t.db);
+    const [held] = await claimAt(start);
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'fixed', url: `${B}/echo?fail=1`, runAt: new Date(start + 200) }),
+      newTask({ queue: 'fixed', url: `${A}/echo`, runAt: new Date(start + 200) }),
+    ]);
+    await settle([held!], retryAfter(), 'hold');
+    expect((await endpointGet(t.db, A))?.heldUntil?.getTime()).toBeGreaterThan(start + 900);
+    const onTime = await claimAt(start + 250);
+    expect(onTime.map((x) => x.url)).toEqual([`${B}/echo?fail=1`]);
+    expect(await claimAt(start + 600)).toEqual([]);
+    const after = await claimAt(start + 2_000);
+    expect(after.map((x) => new URL(x.url!).origin)).toEqual([A, A]);
+    // The queue was never held.
+    const [queueLevel] = await t.db.query(`select * from sluice.levels where queue = 'fixed' and lane = '*'`);
+    expect(queueLevel).toBeUndefined();
+  });
+
+  it('holds the key too when the task has one', async () => {
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', url: `${A}/k`, concurrencyKey: 'k', runAt: longDue() })]);
+    const start = await dbNowMs(t.db);
+    const [held] = await claimAt(start);
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', url: `${B}/k`, concurrencyKey: 'k', runAt: longDue() })]);
+    await settle([held!], retryAfter(), 'hold');
+    const [level] = await t.db.query<{ held: boolean }>(`select held_until > now() as held from sluice.levels where lane = 'k:k'`);
+    expect(level?.held).toBe(true);
+    expect(await claimAt(start + 300)).toEqual([]);
   });
 });
 

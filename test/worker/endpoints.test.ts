@@ -2,7 +2,7 @@
  * Endpoint health (migrations/0027_endpoints.sql) on the real Worker in workerd and on the Node
  * server: an origin that fails SLUICE_ENDPOINT_PAUSE_AFTER times in a row is paused, its tasks
  * wait using no attempt, and another origin is pushed meanwhile; GET /v1/endpoints shows it, a
- * resume by hand lets its tasks go.
+ * resume by hand lets its tasks go; a Retry-After holds its origin, not the queue.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey } from '../../src/security/api-keys.ts';
@@ -105,15 +105,64 @@ async function pauseAndResume(base: string, db: TestDatabase['db']) {
   }
 }
 
+/**
+ * The README's case: a retry due 0.2 s after its first push, to one origin, while a 429
+ * Retry-After: 1 from another holds that other origin: pushed on time, not a second later.
+ */
+async function holdsTheOrigin(base: string) {
+  const key = f.secrets.apiKey;
+  let firstA = true;
+  f.endpoint.reply((push) => {
+    if (push.path === '/ra' && firstA) {
+      firstA = false;
+      return { status: 429, headers: { 'retry-after': '1' } };
+    }
+    return { status: 200 };
+  });
+  let firstB = true;
+  other.reply((push) => {
+    if (push.path === '/fail' && firstB) {
+      firstB = false;
+      return { status: 500 };
+    }
+    return { status: 200 };
+  });
+  const since = Date.now();
+  const held = await apiCall(base, key, 'POST', '/v1/tasks', { queue: 'hold', url: `${f.endpoint.url}/ra` });
+  expect(held.status).toBe(201);
+  await expect.poll(() => f.endpoint.received.filter((p) => p.path === '/ra' && p.receivedAt >= since).length, { timeout: 10_000 }).toBe(1);
+  const retried = await apiCall(base, key, 'POST', '/v1/tasks', {
+    queue: 'hold',
+    url: `${other.url}/fail`,
+    backoff: { initial_ms: 200, jitter: 0 },
+  });
+  expect(retried.status).toBe(201);
+  await expect.poll(() => other.received.filter((p) => p.path === '/fail' && p.receivedAt >= since).length, { timeout: 10_000 }).toBe(2);
+  const [first, second] = other.received.filter((p) => p.path === '/fail' && p.receivedAt >= since);
+  const [ra] = f.endpoint.received.filter((p) => p.path === '/ra' && p.receivedAt >= since);
+  const gap = second!.receivedAt - first!.receivedAt;
+  console.info(`${base}: a retry due 200 ms later pushed ${gap} ms after its first push, while another origin was held by Retry-After: 1`);
+  // Before the hold on the other origin ended (a second after its 429), and near its own due time.
+  expect(second!.receivedAt).toBeLessThan(ra!.receivedAt + 1_000);
+  expect(gap).toBeLessThan(800);
+  await expect.poll(() => f.endpoint.received.filter((p) => p.path === '/ra' && p.receivedAt >= since).length, { timeout: 10_000 }).toBe(2);
+}
+
 describe('endpoint health', () => {
   it('on the Worker: pauses an origin that fails, resumes it by hand', async () => {
     await pauseAndResume(f.worker.url, f.t.db);
+  });
+  it('on the Worker: a Retry-After holds its origin, not the queue', async () => {
+    await holdsTheOrigin(f.worker.url);
   });
 
   describe('on the Node server', () => {
     const side = useNodeBeside(f, vars);
     it('pauses an origin that fails, resumes it by hand', async () => {
       await pauseAndResume(side.node.url, side.t.db);
+    });
+    it('a Retry-After holds its origin, not the queue', async () => {
+      await holdsTheOrigin(side.node.url);
     });
   });
 });
