@@ -319,6 +319,15 @@ export const endpoint = z
   .register(components, { id: 'Endpoint', description: 'An endpoint origin Sluice pushes to, and its health.' });
 export const endpointList = z.object({ endpoints: z.array(endpoint) });
 
+export const redriven = z.object({
+  matched: z.int().describe('Dead tasks examined that match (a dry run: how many match, up to 10,000).'),
+  redriven: z.int().describe('Pending again, with a fresh attempt budget; 0 in a dry run.'),
+  skipped: z.int().describe('Left dead: another unfinished task of their queue holds their dedup key.'),
+  more: z.boolean().describe('More may match: call again with `after` set to `last_id`.'),
+  last_id: z.string().nullable(),
+  dry_run: z.boolean(),
+});
+
 export const webhookSecret = z.object({ endpoint: z.string(), secret: z.string(), next_secret: z.string().optional() });
 export const forwarding = z.object({
   url: z.string(),

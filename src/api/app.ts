@@ -17,6 +17,7 @@ import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { metrics } from './routes/metrics.ts';
 import { queues } from './routes/queues.ts';
+import { redrive } from './routes/redrive.ts';
 import { schedules } from './routes/schedules.ts';
 import { tasks } from './routes/tasks.ts';
 import { webhooks } from './routes/webhooks.ts';
@@ -77,6 +78,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
 
   app.route('/', meta);
   app.route('/metrics', metrics);
+  app.route('/v1/tasks/redrive', redrive);
   app.route('/v1/tasks', tasks);
   app.route('/v1/queues', queues);
   app.route('/v1/leases', leases);

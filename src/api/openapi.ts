@@ -16,6 +16,7 @@ import {
   keyLimitSchema,
   listQuerySchema,
   pullSchema,
+  redriveSchema,
   releaseSchema,
   scheduleListQuerySchema,
   waitSchema,
@@ -198,6 +199,17 @@ export function openApiDocument(): object {
           ok: answer(answers.enqueuedBatch),
           okStatus: '201',
           queueLimit: { forbidden: 'for any task of a queue not among them (each named in issues; nothing written)' },
+        }),
+      },
+      '/v1/tasks/redrive': {
+        post: operation({
+          id: 'redriveTasks',
+          summary: 'Redrive the dead tasks that match (queue, URL prefix, when they died), or count them (dry_run)',
+          scope: 'tasks:write',
+          body: json(redriveSchema),
+          bodyOptional: true,
+          ok: answer(answers.redriven),
+          queueLimit: { forbidden: 'for a `queue` not among them', sees: 'redrives only tasks of its queues' },
         }),
       },
       '/v1/tasks/{id}': {

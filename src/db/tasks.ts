@@ -46,6 +46,25 @@ export async function taskList(db: Queryable, f: TaskFilter): Promise<Task[]> {
 export interface DeadFilter {
   queue?: string | undefined;
   concurrencyKey?: string | undefined;
+  /** Only tasks whose URL starts with this (an origin, a path under it). */
+  urlPrefix?: string | undefined;
+  /** Only tasks that went dead at or after `since`, and before `until`. */
+  since?: Date | undefined;
+  until?: Date | undefined;
+  /** Only tasks of the queues these patterns admit (a key's `queues`, db/queue-scope.ts); null or absent: every queue. */
+  queues?: readonly string[] | null | undefined;
+}
+
+/** The filter's conditions on a row of sluice.finished, its values from $n on (`deadParams`). */
+function deadMatches(n: number): string {
+  return `status = 'dead' and ($${n}::text is null or queue = $${n}) and ($${n + 1}::text is null or concurrency_key = $${n + 1})
+    and ($${n + 2}::text is null or starts_with(url, $${n + 2}))
+    and ($${n + 3}::timestamptz is null or finished_at >= $${n + 3}) and ($${n + 4}::timestamptz is null or finished_at < $${n + 4})
+    and ${inQueueScope('queue', `$${n + 5}`)}`;
+}
+
+function deadParams(f: DeadFilter): unknown[] {
+  return [f.queue ?? null, f.concurrencyKey ?? null, f.urlPrefix ?? null, f.since ?? null, f.until ?? null, f.queues ?? null];
 }
 
 /**
@@ -66,10 +85,9 @@ export async function taskRedriveMatching(
       `with ${LOCK_ORDER_CTE}
        examined as (
          select id, queue, dedup_key from sluice.finished
-         where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
-           and ($3::bigint is null or id > $3)
+         where ${deadMatches(3)} and ($1::bigint is null or id > $1)
          order by id
-         limit $4
+         limit $2
        ),
        eligible as (
          select e.id from examined e
@@ -80,7 +98,7 @@ export async function taskRedriveMatching(
        ),${redriveCtes('eligible')}
        select (select count(*) from examined)::int as examined, (select count(*) from redriven)::int as redriven,
               (select max(id) from examined)::text as last_id`,
-      [filter.queue ?? null, filter.concurrencyKey ?? null, afterId, limit],
+      [afterId, limit, ...deadParams(filter)],
     );
     const row = rows[0]!;
     return { examined: row.examined, redriven: row.redriven, lastId: row.last_id };
@@ -97,10 +115,10 @@ export async function taskCountDead(db: Queryable, filter: DeadFilter, cap: numb
   const rows = await db.query<{ n: number }>(
     `select count(*)::int as n from (
        select 1 from sluice.finished
-       where status = 'dead' and ($1::text is null or queue = $1) and ($2::text is null or concurrency_key = $2)
-       limit $3
+       where ${deadMatches(2)}
+       limit $1
      ) matching`,
-    [filter.queue ?? null, filter.concurrencyKey ?? null, cap],
+    [cap, ...deadParams(filter)],
   );
   return rows[0]?.n ?? 0;
 }

@@ -336,6 +336,33 @@ export interface ScheduleView {
   updated_at: string;
 }
 
+/** POST /v1/tasks/redrive: which dead tasks to redrive (each filter optional), or only count. */
+export interface RedriveRequest {
+  queue?: string;
+  /** Only tasks whose URL starts with this, such as an origin. */
+  url_prefix?: string;
+  /** Only tasks that went dead at or after this time (ISO 8601), and before `until`. */
+  since?: string;
+  until?: string;
+  /** Count the matching dead tasks (up to 10,000), redrive none. Default false. */
+  dry_run?: boolean;
+  /** Go on after this task id: the `last_id` of a call that answered `more`. */
+  after?: string;
+}
+
+/** What POST /v1/tasks/redrive did. */
+export interface RedriveResult {
+  /** Dead tasks examined that match (a dry run: how many match, up to 10,000). */
+  matched: number;
+  redriven: number;
+  /** Left dead: another unfinished task of their queue holds their dedup key. */
+  skipped: number;
+  /** More may match: call again with `after` set to `last_id`. */
+  more: boolean;
+  last_id: string | null;
+  dry_run: boolean;
+}
+
 /** An endpoint origin Sluice pushes to, and its health (GET /v1/endpoints). */
 export interface EndpointView {
   /** Scheme, host and port, as `new URL(url).origin` says it. */

@@ -7,6 +7,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 import type * as answers from '../../src/api/answers.ts';
 import { openApiDocument } from '../../src/api/openapi.ts';
+import type { redriveSchema } from '../../src/api/schemas/calls.ts';
 import { enqueueSchema } from '../../src/api/schemas/enqueue.ts';
 import type { queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';
 import type * as wire from '../../src/protocol/wire.ts';
@@ -18,6 +19,7 @@ describe('the wire format', () => {
     expectTypeOf<keyof wire.EnqueueRequest>().toEqualTypeOf<keyof z.input<typeof enqueueSchema>>();
     expectTypeOf<z.input<typeof enqueueSchema>>().toExtend<wire.EnqueueRequest>();
     expectTypeOf<wire.QueueSettingsPatch>().toEqualTypeOf<z.input<typeof queueSettingsPatchSchema>>();
+    expectTypeOf<wire.RedriveRequest>().toEqualTypeOf<z.input<typeof redriveSchema>>();
   });
 
   it('types every answer the SDK reads exactly as the API builds it', () => {
@@ -32,6 +34,7 @@ describe('the wire format', () => {
     expectTypeOf<wire.ScheduleView>().toEqualTypeOf<Answer<typeof answers.schedule>>();
     expectTypeOf<wire.PulledTask>().toEqualTypeOf<Answer<typeof answers.pulledTask>>();
     expectTypeOf<wire.EndpointView>().toEqualTypeOf<Answer<typeof answers.endpoint>>();
+    expectTypeOf<wire.RedriveResult>().toEqualTypeOf<Answer<typeof answers.redriven>>();
   });
 
   it('is described by the OpenAPI document, generated from the same schema', () => {

@@ -24,6 +24,26 @@ export const listQuerySchema = z
   })
   .strict();
 
+/** POST /v1/tasks/redrive: which dead tasks, and whether only to count them. */
+export const redriveSchema = z
+  .object({
+    queue: listQuerySchema.shape.queue,
+    url_prefix: z.string().min(1).max(LIMITS.urlChars).optional().describe('Only tasks whose URL starts with this, such as an origin.'),
+    since: z.iso.datetime({ offset: true }).optional().describe('Only tasks that went dead at or after this time.'),
+    until: z.iso.datetime({ offset: true }).optional().describe('Only tasks that went dead before this time.'),
+    dry_run: z.boolean().default(false).describe('Count the matching dead tasks (up to 10,000), redrive none.'),
+    after: z
+      .string()
+      .refine(isTaskId, 'must be a task id')
+      .optional()
+      .describe('Go on after this task id: the `last_id` of a call that answered `more`.'),
+  })
+  .strict()
+  .refine((r) => r.since === undefined || r.until === undefined || Date.parse(r.since) < Date.parse(r.until), {
+    path: ['until'],
+    message: 'must be after since',
+  });
+
 /** A run-time key limit (PUT /v1/queues/:queue/keys/:key). */
 export const keyLimitSchema = z.object({ limit: z.number().int().min(1).max(1_000_000) }).strict();
 
