@@ -1,5 +1,6 @@
 /** Every command, in the order `sluice --help` lists them. */
 import type { Command } from '../context.ts';
+import { endpointCommands } from './endpoints.ts';
 import { keyCommands } from './keys.ts';
 import { leaseRelease } from './lease.ts';
 import { listen } from './listen.ts';
@@ -8,4 +9,4 @@ import { status } from './status.ts';
 import { tail } from './tail.ts';
 import { taskCommands } from './tasks.ts';
 
-export const COMMANDS: readonly Command[] = [status, ...queueCommands, ...keyCommands, leaseRelease, ...taskCommands, tail, listen];
+export const COMMANDS: readonly Command[] = [status, ...queueCommands, ...keyCommands, leaseRelease, ...taskCommands, ...endpointCommands, tail, listen];
