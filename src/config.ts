@@ -85,6 +85,8 @@ export interface Config {
   neonWsProxy: string | null;
   /** GET /metrics: per queue, the keys holding the most slots that get series of their own. */
   metricsTopKeys: number;
+  /** GET /metrics: the endpoint origins that get series of their own (those not healthy first, then the most failures). */
+  metricsTopEndpoints: number;
   /** The longest a waiting pull goes without claiming again, whatever pokes it missed (src/api/pull.ts). */
   pullRecheckMs: number;
   /**
@@ -144,6 +146,7 @@ const envObject = z.object({
     })
     .optional(),
   SLUICE_METRICS_TOP_KEYS: int(0, 1_000).default(10),
+  SLUICE_METRICS_TOP_ENDPOINTS: int(0, 1_000).default(50),
   SLUICE_PULL_RECHECK_MS: int(100, 3_600_000).default(1_000),
   SLUICE_REST_AFTER_MS: int(1_000, 86_400_000).default(DEFAULT_REST_AFTER_MS),
   SLUICE_ENDPOINT_PAUSE_AFTER: int(0, 1_000_000).default(10),
@@ -261,6 +264,7 @@ export function loadConfig(env: Env, host: DispatchHost = 'worker'): Config {
     apiDatabase: e.SLUICE_API_DATABASE,
     dbLocationHint: e.SLUICE_DB_LOCATION_HINT ?? null,
     metricsTopKeys: e.SLUICE_METRICS_TOP_KEYS,
+    metricsTopEndpoints: e.SLUICE_METRICS_TOP_ENDPOINTS,
     pullRecheckMs: e.SLUICE_PULL_RECHECK_MS,
     restAfterMs: e.SLUICE_REST_AFTER_MS,
     endpointPauseAfter: e.SLUICE_ENDPOINT_PAUSE_AFTER,

@@ -5,6 +5,7 @@
 import type { Config } from '../config.ts';
 import { resolveKeyLimit, resolveQueueLimits } from '../core/limits.ts';
 import { COUNTED, type MetricDefinition, SECONDS_BUCKETS } from '../core/metrics.ts';
+import type { EndpointState } from '../core/outcome.ts';
 import { TASK_STATUSES } from '../core/types.ts';
 import type { MetricsRead } from '../db/metrics.ts';
 import type { QueueOverride } from '../db/queues.ts';
@@ -12,6 +13,9 @@ import { SLUICE_VERSION } from '../version.ts';
 import type { ProcessStats } from './context.ts';
 
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** `sluice_endpoint_state`'s values, worse as they rise: one series per origin, an alert on `== 2`. */
+const ENDPOINT_STATE_VALUES: Readonly<Record<EndpointState, number>> = { healthy: 0, probing: 1, paused: 2 };
 
 type Labels = Record<string, string>;
 
@@ -188,6 +192,18 @@ export function renderMetrics(
       'gauge',
       'Levels held now by a Retry-After (1), the queue\'s own (key="") or a key\'s: none of their tasks is pushed until it ends.',
       read.learnt.flatMap((l) => (l.held ? [sample('sluice_level_held', { queue: l.queue, key: l.key ?? '' }, 1)] : [])),
+    ),
+    ...family(
+      'sluice_endpoint_state',
+      'gauge',
+      'Endpoint origins by state: 0 healthy, 1 probing (paused, its one probe out), 2 paused (its tasks wait, using no attempt); for SLUICE_METRICS_TOP_ENDPOINTS origins, those not healthy first, then those with the most failures.',
+      read.endpoints.map((e) => sample('sluice_endpoint_state', { origin: e.origin }, ENDPOINT_STATE_VALUES[e.state])),
+    ),
+    ...family(
+      'sluice_endpoint_failures_total',
+      'counter',
+      'Failed pushes per endpoint origin (no connection, no answer in time, a 5xx but a 503 with Retry-After) since Sluice began to track it: an origin not paused that no push reached for an hour is forgotten, and counts from 0 again. The origins of sluice_endpoint_state.',
+      read.endpoints.map((e) => sample('sluice_endpoint_failures_total', { origin: e.origin }, e.failures)),
     ),
   ];
   for (const [id, def] of Object.entries(COUNTED)) {

@@ -36,15 +36,18 @@ interface Row {
   failures_total: string;
 }
 
+/** The state of a row `e` of sluice.endpoints (`EndpointState`): what GET /v1/endpoints and /metrics show. */
+export const ENDPOINT_STATE_SQL = `case when e.paused_until is null then 'healthy'
+            when e.probe_task is not null and e.paused_until > now() then 'probing'
+            else 'paused' end`;
+
 /**
  * The window is the minute under way and the four before it (between four and five minutes of
  * pushes): whole minutes, so that a row per origin per minute is all it keeps.
  */
 const SELECT = `
 select e.origin,
-       case when e.paused_until is null then 'healthy'
-            when e.probe_task is not null and e.paused_until > now() then 'probing'
-            else 'paused' end as state,
+       ${ENDPOINT_STATE_SQL} as state,
        e.consecutive_failures,
        coalesce(w.attempts, 0)::int as attempts_5m, coalesce(w.failures, 0)::int as failures_5m,
        e.last_error, e.last_error_at,

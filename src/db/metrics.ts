@@ -1,11 +1,13 @@
 /**
  * Metrics in Postgres (migrations/0009_metrics.sql): counters added in batches, task counts
  * refreshed now and then, and the one read a scrape makes. A scrape reads the counters, the
- * counts and the leased rows (few: at most the limits' sum, through a partial index), never
- * the tasks table as a whole.
+ * counts, the leased rows (few: at most the limits' sum, through a partial index) and the
+ * endpoint origins (few: their sweep drops idle ones), never the tasks table as a whole.
  */
 
+import type { EndpointState } from '../core/outcome.ts';
 import type { Queryable } from './db.ts';
+import { ENDPOINT_STATE_SQL } from './endpoints.ts';
 import { LOCK_ORDER_CTE } from './history.ts';
 import { ADVISORY_LOCKS } from './locks.ts';
 
@@ -97,10 +99,15 @@ export interface MetricsRead {
   keys: KeySlots[];
   /** Levels with a learnt limit or a hold now (0016_levels.sql); `key` null for the queue's own. */
   learnt: Array<{ queue: string; key: string | null; effective: number | null; held: boolean }>;
+  /**
+   * Endpoint origins (0027_endpoints.sql), at most `topEndpoints`: those paused or probing
+   * first, then those with the most failures; `failures`: since the row was made.
+   */
+  endpoints: Array<{ origin: string; state: EndpointState; failures: number }>;
 }
 
 /** Everything a scrape shows, in one round trip. */
-export async function metricsRead(db: Queryable, topKeys: number): Promise<MetricsRead> {
+export async function metricsRead(db: Queryable, topKeys: number, topEndpoints = 0): Promise<MetricsRead> {
   const [row] = await db.query<{
     counters: CounterRow[] | null;
     counts: Array<{ queue: string; status: string; n: number; counted_at: string }> | null;
@@ -108,6 +115,7 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     waiting: Array<{ queue: string; n: number }> | null;
     keys: Array<{ queue: string; key: string; n: number; override: number | null; task_limit: number | null }> | null;
     learnt: Array<{ queue: string; key: string | null; effective: number | null; held: boolean }> | null;
+    endpoints: Array<{ origin: string; state: EndpointState; failures: number }> | null;
   }>(
     `with live as (
        select queue, lane, count(*)::int as n from sluice.tasks
@@ -130,8 +138,13 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
           left join sluice.key_limits kl on kl.queue = t.queue and kl.concurrency_key = substr(t.lane, 3)) as keys,
        (select json_agg(json_build_object('queue', queue, 'key', case when lane = '*' then null else substr(lane, 3) end,
                                           'effective', effective, 'held', coalesce(held_until > now(), false)) order by queue, lane)
-          from sluice.levels where effective is not null or held_until > now()) as learnt`,
-    [topKeys],
+          from sluice.levels where effective is not null or held_until > now()) as learnt,
+       (select json_agg(json_build_object('origin', origin, 'state', state, 'failures', failures) order by place)
+          from (select e.origin, ${ENDPOINT_STATE_SQL} as state, e.failures_total as failures,
+                       row_number() over (order by e.paused_until is not null desc, e.failures_total desc, e.origin) as place
+                from sluice.endpoints e
+                order by place limit $2) x) as endpoints`,
+    [topKeys, topEndpoints],
   );
   const counts = row?.counts ?? [];
   const countedAt = counts.reduce<number | null>((min, c) => Math.min(min ?? Number.POSITIVE_INFINITY, Date.parse(c.counted_at)), null);
@@ -143,5 +156,6 @@ export async function metricsRead(db: Queryable, topKeys: number): Promise<Metri
     waiting: new Map((row?.waiting ?? []).map((w) => [w.queue, w.n])),
     keys: (row?.keys ?? []).map((k) => ({ queue: k.queue, key: k.key, active: k.n, override: k.override, taskLimit: k.task_limit })),
     learnt: row?.learnt ?? [],
+    endpoints: row?.endpoints ?? [],
   };
 }

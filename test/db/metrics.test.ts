@@ -38,6 +38,7 @@ beforeAll(async () => {
     SLUICE_API_KEYS: JSON.stringify(keys),
     SLUICE_CLUSTER_CAP: '8',
     SLUICE_QUEUES: JSON.stringify({ reports: { concurrency: 4, key_concurrency: 1 } }),
+    SLUICE_METRICS_TOP_ENDPOINTS: '3',
   });
   sluice = await startNodeSluice({ env });
 });
@@ -231,6 +232,45 @@ describe('GET /metrics', () => {
     expect(total(families, 'sluice_tasks', { queue: 'archive', status: 'succeeded' })).toBe(20_000);
     expect(total(families, 'sluice_tasks', { queue: 'reports', status: 'succeeded' })).toBe(TASKS);
     expect(total(families, 'sluice_tasks_counted_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 60);
+  });
+
+  it('shows endpoint origins: their state and failures, those not healthy first, at most SLUICE_METRICS_TOP_ENDPOINTS', async () => {
+    // An origin of its own that fails every push: ten failures in a row (the default) pause it.
+    const down = await startEndpoint();
+    try {
+      down.reply(() => ({ status: 502, body: 'bad gateway' }));
+      const origin = new URL(down.url).origin;
+      for (let i = 0; i < 10; i++) await enqueue({ queue: 'hooks', url: `${down.url}/hook/${i}`, max_attempts: 1 });
+      await expect.poll(async () => total(await scrape(), 'sluice_endpoint_state', { origin }), { timeout: 10_000 }).toBe(2);
+      const s = await scrape();
+      expect(total(s, 'sluice_endpoint_failures_total', { origin })).toBe(10);
+      // The endpoint the other tests pushed to answered every push: healthy, no failure.
+      const healthy = new URL(endpoint.url).origin;
+      expect(s.families.get('sluice_endpoint_state')?.metrics.find((m) => m.labels?.origin === healthy)?.value).toBe('0');
+      expect(total(s, 'sluice_endpoint_failures_total', { origin: healthy })).toBe(0);
+
+      // More origins than SLUICE_METRICS_TOP_ENDPOINTS (3): the paused one first, then the most failures.
+      await t.db.query(
+        `insert into sluice.endpoints (origin, failures_total)
+         values ('https://a.example', 1), ('https://b.example', 30), ('https://c.example', 5), ('https://d.example', 0)`,
+      );
+      const bounded = await scrape();
+      const shown = (name: string) => (bounded.families.get(name)?.metrics ?? []).map((m) => [m.labels?.origin, Number(m.value)]);
+      expect(shown('sluice_endpoint_state')).toEqual([
+        [origin, 2],
+        ['https://b.example', 0],
+        ['https://c.example', 0],
+      ]);
+      expect(shown('sluice_endpoint_failures_total')).toEqual([
+        [origin, 10],
+        ['https://b.example', 30],
+        ['https://c.example', 5],
+      ]);
+      // A scrape asking for none shows none.
+      expect((await metricsRead(t.db, 10)).endpoints).toEqual([]);
+    } finally {
+      await down.close();
+    }
   });
 
   it('keeps its counters across a restart', async () => {

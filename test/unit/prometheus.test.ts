@@ -23,6 +23,7 @@ const nothingYet: MetricsRead = {
   waiting: new Map(),
   keys: [],
   learnt: [],
+  endpoints: [],
 };
 
 const lines = (text: string) => new Set(text.split('\n'));
@@ -53,6 +54,29 @@ describe('GET /metrics before anything is counted', () => {
     expect([...text].some((l) => l.startsWith('sluice_learnt_limit{queue="emails"'))).toBe(false);
     expect(text).toContain('sluice_level_held{queue="hooks",key="acme"} 1');
     expect(text).toContain('sluice_level_held{queue="emails",key=""} 1');
+  });
+
+  it('shows each origin it is given: its state as a number (0 healthy, 1 probing, 2 paused) and its failures', () => {
+    const endpoints = [
+      { origin: 'https://down.example', state: 'paused' as const, failures: 12 },
+      { origin: 'https://trying.example:8443', state: 'probing' as const, failures: 11 },
+      { origin: 'http://127.0.0.1:8788', state: 'healthy' as const, failures: 0 },
+    ];
+    const text = renderMetrics(config, { ...nothingYet, endpoints }, new Map());
+    expect(text.split('\n').filter((l) => /^(# TYPE )?sluice_endpoint_/.test(l))).toEqual([
+      '# TYPE sluice_endpoint_state gauge',
+      'sluice_endpoint_state{origin="https://down.example"} 2',
+      'sluice_endpoint_state{origin="https://trying.example:8443"} 1',
+      'sluice_endpoint_state{origin="http://127.0.0.1:8788"} 0',
+      '# TYPE sluice_endpoint_failures_total counter',
+      'sluice_endpoint_failures_total{origin="https://down.example"} 12',
+      'sluice_endpoint_failures_total{origin="https://trying.example:8443"} 11',
+      'sluice_endpoint_failures_total{origin="http://127.0.0.1:8788"} 0',
+    ]);
+    // No origin known: the families are there, with no series (an origin's series starts when it is first pushed to).
+    const none = renderMetrics(config, nothingYet, new Map());
+    expect(none).toContain('# TYPE sluice_endpoint_state gauge');
+    expect(none).not.toMatch(/^sluice_endpoint_/m);
   });
 
   it('counts tasks per status at zero once counted, and claims no count before', () => {

@@ -13,7 +13,7 @@ metrics.get('/', requireScope('metrics:read'), async (c) => {
   // A scrape shows every queue and the cluster's totals: nothing a key limited to queues may read.
   requireEveryQueue(c.var.queueScope, 'a scrape');
   const { config, db } = c.var;
-  const [read, overrides] = await Promise.all([metricsRead(db, config.metricsTopKeys), queueOverrides(db)]);
+  const [read, overrides] = await Promise.all([metricsRead(db, config.metricsTopKeys, config.metricsTopEndpoints), queueOverrides(db)]);
   return c.body(renderMetrics(config, read, overrides, c.var.processStats?.() ?? null), 200, {
     'content-type': PROMETHEUS_CONTENT_TYPE,
     'cache-control': 'no-store',
