@@ -12,7 +12,7 @@ import { type DeadFilter, taskCancel, taskGet, taskList, taskRedrive, taskRedriv
 import type { QueueScope } from '../security/api-keys.ts';
 import { requireQueue } from './queue-access.ts';
 import type { OpsContext } from './queue-ops.ts';
-import { listQuerySchema } from './schemas/calls.ts';
+import { listQuerySchema, redriveSchema } from './schemas/calls.ts';
 
 /** The text as a task id, or `null` when it cannot name a task. */
 export function taskId(text: string): string | null {
@@ -100,6 +100,39 @@ export interface RedriveReport {
   more: boolean;
   /** The last dead task examined: a call that goes on from here passes it as `afterId`. */
   lastId: string | null;
+}
+
+/** Dead tasks one redrive call examines at most, and a dry run counts at most. */
+export const REDRIVE_CAP = REDRIVE_BATCH * REDRIVE_BATCHES_PER_CALL;
+
+/** What POST /v1/tasks/redrive asks for: the dead tasks it means, whether only to count them, and where to go on from. */
+export interface RedriveSelection {
+  filter: DeadFilter;
+  dryRun: boolean;
+  after: string | null;
+}
+
+/**
+ * POST /v1/tasks/redrive's body (and the dashboard's form, which is the same request), read as
+ * the API reads it: a 400 naming each bad field, a 403 for a queue `scope` does not admit; the
+ * filter holds only the queues `scope` admits, so a key limited to queues redrives its own.
+ */
+export function redriveSelection(body: unknown, scope: QueueScope): RedriveSelection {
+  const parsed = redriveSchema.safeParse(body);
+  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
+  const r = parsed.data;
+  if (r.queue !== undefined) requireQueue(scope, r.queue);
+  return {
+    filter: {
+      queue: r.queue,
+      urlPrefix: r.url_prefix,
+      since: r.since === undefined ? undefined : new Date(r.since),
+      until: r.until === undefined ? undefined : new Date(r.until),
+      queues: scope,
+    },
+    dryRun: r.dry_run,
+    after: r.after ?? null,
+  };
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { taskClaimBatch } from '../../src/db/claim.ts';
+import { endpointGet, endpointPause } from '../../src/db/endpoints.ts';
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { moveStragglers } from '../../src/db/history.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
@@ -158,6 +159,100 @@ describe('crafted links and form values', () => {
       headers: { ...form({}).headers, origin: node.url },
     });
     expect(res.headers.get('location')).toBe('/dashboard/tasks?status=dead');
+  });
+});
+
+describe('endpoints and replay', () => {
+  const DOWN = 'https://down.example';
+  /** The notice an action leaves for the next page. */
+  const notice = (res: Response) =>
+    (JSON.parse(decodeURIComponent(/sluice_notice=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1] ?? '{}')) as { text?: string })
+      .text;
+
+  it('lists origins, those not healthy first, and pauses and resumes one through confirmations a forged POST cannot skip', async () => {
+    await t.db.query(`insert into sluice.endpoints (origin, failures_total) values ('https://fine.example', 0)`);
+    await endpointPause(t.db, 'https://paused.example');
+    const listed = await (await page('/dashboard/endpoints')).text();
+    expect(listed.indexOf('data-origin="https://paused.example"')).toBeGreaterThan(0);
+    expect(listed.indexOf('data-origin="https://paused.example"')).toBeLessThan(listed.indexOf('data-origin="https://fine.example"'));
+
+    // Not an origin: 400 naming it, on the confirmation and on the action alike.
+    for (const bad of ['ftp://x', `${DOWN}/path`, 'nope']) {
+      const shown = await page(`/dashboard/confirm/endpoint-pause?${new URLSearchParams({ origin: bad })}`);
+      expect(shown.status, bad).toBe(400);
+      expect(await shown.text()).toContain('origin: must be an http(s) origin');
+      expect((await post('/dashboard/actions/endpoint-pause', { origin: bad })).status, bad).toBe(400);
+    }
+    const confirmation = await (await page(`/dashboard/confirm/endpoint-pause?${new URLSearchParams({ origin: `${DOWN}:443` })}`)).text();
+    expect(confirmation).toContain(`Pause endpoint ${DOWN}?`);
+    expect(confirmation).toContain(`curl -s -X POST &#39;${node.url}/v1/endpoints/https%3A%2F%2Fdown.example/pause&#39;`);
+
+    // A POST that does not come from a page of this host changes nothing.
+    expect((await post('/dashboard/actions/endpoint-pause', { origin: DOWN }, node.url, 'https://evil.example')).status).toBe(403);
+    expect(await endpointGet(t.db, DOWN)).toBeNull();
+    const paused = await post('/dashboard/actions/endpoint-pause', { origin: DOWN });
+    expect([paused.status, paused.headers.get('location')]).toEqual([303, '/dashboard/endpoints']);
+    expect(notice(paused)).toContain(`Endpoint ${DOWN} is paused by hand.`);
+    expect(await endpointGet(t.db, DOWN)).toMatchObject({ state: 'paused', pausedBy: 'hand' });
+
+    // The resume's confirmation says what it ends, as the database has it; an unknown origin is 404.
+    const resume = await (await page(`/dashboard/confirm/endpoint-resume?${new URLSearchParams({ origin: DOWN })}`)).text();
+    expect(resume).toContain('It is paused (paused by hand).');
+    const unknown = await page(`/dashboard/confirm/endpoint-resume?${new URLSearchParams({ origin: 'https://unknown.example' })}`);
+    expect(unknown.status).toBe(404);
+    expect((await post('/dashboard/actions/endpoint-resume', { origin: DOWN }, node.url, 'https://evil.example')).status).toBe(403);
+    expect(await endpointGet(t.db, DOWN)).toMatchObject({ state: 'paused' });
+    const resumed = await post('/dashboard/actions/endpoint-resume', { origin: DOWN });
+    expect(notice(resumed)).toContain(`Endpoint ${DOWN} is healthy`);
+    expect(await endpointGet(t.db, DOWN)).toMatchObject({ state: 'healthy', pausedBy: null });
+  });
+
+  it('replays the dead tasks that match: the confirmation counts them first, the action redrives them', async () => {
+    const urls = [`${DOWN}/a/1`, `${DOWN}/a/2`, 'https://down.example.com/a/3', 'https://other.example/a/4'];
+    const ids = (
+      await taskInsertMany(
+        t.db,
+        urls.map((url) => newTask({ queue: 'replay', url })),
+      )
+    ).map((r) => r.task.id);
+    await t.db.query(`update sluice.tasks set status = 'dead', finished_at = now(), attempts = 1 where queue = 'replay'`);
+    await moveStragglers(t.db, 100);
+    const statuses = async () =>
+      (await t.db.query<{ status: string }>('select status from sluice.all_tasks where id = any($1::bigint[]) order by id', [ids])).map(
+        (r) => r.status,
+      );
+    const fields = { queue: 'replay', url_prefix: `${DOWN}/`, since: new Date(Date.now() - 3_600_000).toISOString(), until: '' };
+
+    // The confirmation is the dry run: it counts, names the API call, and redrives nothing.
+    const counted = await (await page(`/dashboard/confirm/redrive-matching?${new URLSearchParams(fields)}`)).text();
+    expect(counted).toContain('Redrive 2 dead tasks that match?');
+    expect(counted).toContain(`whose URL starts with ${DOWN}/`);
+    expect(counted).toContain(`/v1/tasks/redrive&#39; -H &quot;authorization: Bearer $SLUICE_API_KEY&quot;`);
+    expect(counted).toContain(JSON.stringify({ queue: 'replay', url_prefix: `${DOWN}/`, since: fields.since }).replace(/"/g, '&quot;'));
+    expect(await statuses()).toEqual(['dead', 'dead', 'dead', 'dead']);
+    // Nothing died before an hour ago.
+    const none = await (await page(`/dashboard/confirm/redrive-matching?${new URLSearchParams({ until: fields.since })}`)).text();
+    expect(none).toContain('Redrive 0 dead tasks that match?');
+
+    // Bad values: a 400 naming each, as the API's.
+    for (const [bad, path] of [
+      [{ since: 'yesterday' }, 'since'],
+      [{ since: '2030-01-02T00:00:00Z', until: '2030-01-01T00:00:00Z' }, 'until'],
+      [{ queue: 'no spaces' }, 'queue'],
+      [{ after: 'x' }, 'after'],
+    ] as const) {
+      const shown = await page(`/dashboard/confirm/redrive-matching?${new URLSearchParams(bad)}`);
+      expect(shown.status, path).toBe(400);
+      expect(await shown.text(), path).toContain(`${path}: `);
+      expect((await post('/dashboard/actions/redrive-matching', bad)).status, path).toBe(400);
+    }
+    expect((await post('/dashboard/actions/redrive-matching', fields, node.url, 'https://evil.example')).status).toBe(403);
+    expect(await statuses()).toEqual(['dead', 'dead', 'dead', 'dead']);
+
+    const done = await post('/dashboard/actions/redrive-matching', fields);
+    expect(done.status).toBe(303);
+    expect(notice(done)).toBe('Redrove 2 dead tasks.');
+    expect(await statuses()).toEqual(['pending', 'pending', 'dead', 'dead']);
   });
 });
 

@@ -8,10 +8,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/api/app.ts';
 import { bar } from '../../src/api/dashboard/format.ts';
 import { sameOrigin } from '../../src/api/dashboard/guard.ts';
+import { endpointsView, worstFirst } from '../../src/api/dashboard/pages/endpoints.ts';
 import { taskPage } from '../../src/api/dashboard/pages/tasks.ts';
 import { quantile } from '../../src/api/dashboard/quantiles.ts';
 import { SESSION_TTL_MS, signSession, verifySession } from '../../src/api/dashboard/session.ts';
 import type { Task } from '../../src/core/types.ts';
+import type { EndpointHealthRow } from '../../src/db/endpoints.ts';
 import { type ApiKeyEntry, generateApiKey } from '../../src/security/api-keys.ts';
 import { generateSigningJwk, loadKeyring } from '../../src/security/keyring.ts';
 import { signLeaseToken } from '../../src/security/lease-token.ts';
@@ -223,5 +225,72 @@ describe('a level of slots', () => {
     expect(String(bar(4, null, 'Cluster'))).toBe('');
     expect(String(bar(2, 4, 'Queue'))).toContain('<rect class="held" width="160"');
     expect(String(bar(6, 4, 'Queue'))).toContain('<rect class="over"');
+  });
+});
+
+describe('the endpoints page', () => {
+  const at = new Date(NOW);
+  const origin = (o: string, more: Partial<EndpointHealthRow> = {}): EndpointHealthRow => ({
+    origin: o,
+    state: 'healthy',
+    consecutiveFailures: 0,
+    attempts5m: 3,
+    failures5m: 0,
+    lastError: null,
+    lastErrorAt: null,
+    pausedUntil: null,
+    pausedBy: null,
+    heldUntil: null,
+    failuresTotal: 0,
+    ...more,
+  });
+  const down = origin('https://down.example', {
+    state: 'paused',
+    pausedBy: 'failures',
+    consecutiveFailures: 10,
+    failures5m: 10,
+    pausedUntil: at,
+    lastError: 'HTTP 502: <img src=x onerror="alert(1)">',
+    lastErrorAt: at,
+  });
+  const byHand = origin('https://hand.example:8443', { state: 'paused', pausedBy: 'hand' });
+  const probing = origin('https://probe.example', { state: 'probing', pausedBy: 'failures', pausedUntil: at, failures5m: 12 });
+  const held = origin('https://held.example', { heldUntil: at });
+  const fine = origin('https://fine.example', { failures5m: 1 });
+
+  it('lists the origins not healthy first, then those failing most', () => {
+    expect(worstFirst([fine, held, byHand, down, probing]).map((e) => e.origin)).toEqual([
+      probing.origin,
+      down.origin,
+      byHand.origin,
+      held.origin,
+      fine.origin,
+    ]);
+  });
+
+  it('shows each origin with its state, why it waits, its last error as text, and the actions that fit it', () => {
+    const page = String(endpointsView([down, byHand, probing, held, fine], 7, ['emails']));
+    const row = (o: string) => new RegExp(`<tr data-origin="${o}">([\\s\\S]*?)</tr>`).exec(page)?.[1] ?? '';
+    expect(row(down.origin)).toContain('<span class="badge paused">paused</span>');
+    expect(row(down.origin)).toContain('next probe at <time datetime="2026-11-23T12:00:00.000Z">');
+    expect(row(down.origin)).toContain('HTTP 502: &lt;img src=x onerror=&quot;alert(1)&quot;&gt;');
+    expect(page).not.toContain('<img');
+    // Pause and resume go through their confirmations, the origin in the query.
+    expect(row(down.origin)).toContain('href="/dashboard/confirm/endpoint-pause?origin=https%3A%2F%2Fdown.example"');
+    expect(row(down.origin)).toContain('href="/dashboard/confirm/endpoint-resume?origin=https%3A%2F%2Fdown.example"');
+    expect(row(down.origin)).toContain('href="/dashboard/confirm/redrive-matching?url_prefix=https%3A%2F%2Fdown.example%2F"');
+    // Paused by hand: no probe, no second pause.
+    expect(row(byHand.origin)).toContain('paused by hand');
+    expect(row(byHand.origin)).toContain('until resumed');
+    expect(row(byHand.origin)).not.toContain('endpoint-pause');
+    expect(row(probing.origin)).toContain('probe out, its lease ends');
+    // Healthy but held by a Retry-After: a resume ends the hold; a healthy origin has nothing to resume.
+    expect(row(held.origin)).toContain('held by a Retry-After until');
+    expect(row(held.origin)).toContain('endpoint-resume');
+    expect(row(fine.origin)).not.toContain('endpoint-resume');
+    expect(page).toContain('The first 5 of 7');
+    // The replay form asks the confirmation page, which counts before anything is redriven.
+    expect(page).toContain('<form class="filters" method="get" action="/dashboard/confirm/redrive-matching">');
+    for (const field of ['queue', 'url_prefix', 'since', 'until']) expect(page).toContain(`name="${field}"`);
   });
 });

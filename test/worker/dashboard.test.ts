@@ -1,9 +1,10 @@
 /**
  * The dashboard in a real browser: headless Chromium (the npm package @sparticuz/chromium, no
  * system package) driven by playwright-core, against the Worker in workerd and the Node server.
- * It signs in, finds a stuck slot on the picture and force-releases it, lowers a key's limit and
- * redrives dead tasks, checking each effect in the database; and it checks what keeps the
- * session safe: the cookie's flags, a non-admin key refused, a forged POST refused.
+ * It signs in, finds a stuck slot on the picture and force-releases it, lowers a key's limit,
+ * redrives dead tasks, pauses and resumes an endpoint and replays the dead tasks of a URL prefix,
+ * checking each effect in the database; and it checks what keeps the session safe: the
+ * cookie's flags, a non-admin key refused, a forged POST refused.
  *
  * `SLUICE_SCREENSHOTS=1` also writes the pages docs/guide.md shows (docs/dashboard-*.png).
  */
@@ -207,7 +208,14 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
 
     // On a narrow screen (420 px) no page is wider than the screen: tables scroll within themselves.
     await page.setViewportSize({ width: 420, height: 900 });
-    for (const path of ['/dashboard', '/dashboard/queues/reports', `/dashboard/tasks/${dead}`, '/dashboard/dead', '/dashboard/waiting']) {
+    for (const path of [
+      '/dashboard',
+      '/dashboard/queues/reports',
+      `/dashboard/tasks/${dead}`,
+      '/dashboard/dead',
+      '/dashboard/waiting',
+      '/dashboard/endpoints',
+    ]) {
       await page.goto(path);
       const [scrollWidth, innerWidth] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
       expect(scrollWidth, `${path} at 420 px`).toBeLessThanOrEqual(innerWidth);
@@ -227,6 +235,39 @@ async function exercise(target: Target, screenshots: boolean): Promise<void> {
       'Redrove 2 dead tasks',
     );
     await expect.poll(() => statusOf(db, more), { timeout: 10_000 }).toEqual(['succeeded', 'succeeded']);
+
+    // The endpoints page: the test endpoint's origin, its failed first pushes counted; pause it by hand, then resume it.
+    const origin = new URL(f.endpoint.url).origin;
+    await page.getByRole('link', { name: 'Endpoints' }).click();
+    await page.waitForURL(/\/dashboard\/endpoints$/);
+    const originRow = page.locator(`tr[data-origin="${origin}"]`);
+    expect(await originRow.locator('td').nth(4).textContent()).toMatch(/^[1-9]\d*$/);
+    await originRow.getByRole('link', { name: 'Pause…' }).click();
+    const pausedNotice = await confirm(
+      page,
+      `curl -s -X POST '${url}/v1/endpoints/${encodeURIComponent(origin)}/pause' -H "authorization: Bearer $SLUICE_API_KEY"`,
+      /\/dashboard\/endpoints$/,
+    );
+    expect(pausedNotice).toContain(`Endpoint ${origin} is paused by hand.`);
+    expect(await originRow.textContent()).toContain('paused by hand');
+    await originRow.getByRole('link', { name: 'Resume…' }).click();
+    await confirm(page, new RegExp(`/v1/endpoints/${encodeURIComponent(origin)}/resume`), /\/dashboard\/endpoints$/);
+    expect(await db.query('select paused_by from sluice.endpoints where origin = $1', [origin])).toEqual([{ paused_by: null }]);
+
+    // Replay by filter: two tasks died at the flaky path; the form counts them first, then redrives them.
+    const replayed = [
+      await enqueue(target, { queue: 'replayed', url: `${flaky}/replay`, max_attempts: 1 }),
+      await enqueue(target, { queue: 'replayed', url: `${flaky}/replay`, max_attempts: 1 }),
+    ];
+    await expect.poll(() => statusOf(db, replayed), { timeout: 10_000 }).toEqual(['dead', 'dead']);
+    await page.fill('input[name=url_prefix]', `${flaky}/replay`);
+    await page.fill('input[name=since]', new Date(Date.now() - 600_000).toISOString());
+    await page.getByRole('button', { name: 'Count…' }).click();
+    await page.waitForURL(/\/dashboard\/confirm\/redrive-matching/);
+    expect(await page.locator('h1').textContent()).toBe('Redrive 2 dead tasks that match?');
+    expect(await statusOf(db, replayed)).toEqual(['dead', 'dead']);
+    expect(await confirm(page, /\/v1\/tasks\/redrive' .*"url_prefix":/, /\/dashboard\/endpoints$/)).toBe('Redrove 2 dead tasks.');
+    await expect.poll(() => statusOf(db, replayed), { timeout: 10_000 }).toEqual(['succeeded', 'succeeded']);
 
     // The waiting-time page reads the histogram the dispatchers wrote.
     await page.getByRole('link', { name: 'Waiting time' }).click();

@@ -3,7 +3,10 @@
  * API call that does the same), then made by a POST that goes through the same code path as
  * that API call (queue-ops.ts, task-ops.ts): the same validation, the same writes, the same poke.
  */
-import { SluiceError, ValidationError } from '../../core/errors.ts';
+import { NotFoundError, SluiceError, ValidationError } from '../../core/errors.ts';
+import { endpointGet } from '../../db/endpoints.ts';
+import { taskCountDead } from '../../db/tasks.ts';
+import { originParam, pauseEndpoint, resumeEndpoint } from '../endpoint-ops.ts';
 import {
   clearKeyLimit,
   concurrencyKey,
@@ -16,7 +19,17 @@ import {
   setKeyLimit,
   setPaused,
 } from '../queue-ops.ts';
-import { cancelTask, REDRIVE_BATCH, REDRIVE_BATCHES_PER_CALL, redriveMatching, redriveTask, taskId } from '../task-ops.ts';
+import {
+  cancelTask,
+  REDRIVE_BATCH,
+  REDRIVE_BATCHES_PER_CALL,
+  REDRIVE_CAP,
+  type RedriveReport,
+  redriveMatching,
+  redriveSelection,
+  redriveTask,
+  taskId,
+} from '../task-ops.ts';
 import { href } from './format.ts';
 
 export type Params = Record<string, string>;
@@ -72,6 +85,63 @@ function taskIdParam(p: Params): string {
   if (!/^[1-9]\d{0,18}$/.test(id)) throw new ValidationError([{ path: 'id', message: 'is not a task id' }]);
   return id;
 }
+
+/**
+ * What a bulk redrive tells the user; when more remain, the next confirmation (`again`) goes on
+ * after the last task it examined, past the tasks this one left dead.
+ */
+function redrove(report: RedriveReport, again: (lastId: string | null) => string): Done {
+  const text = `Redrove ${report.redriven} dead task${report.redriven === 1 ? '' : 's'}${report.skipped ? `; ${report.skipped} stayed dead (their dedup key is taken)` : ''}${report.more ? `; more remain after task #${report.lastId}: confirm to go on` : ''}.`;
+  return report.more ? { text, next: again(report.lastId) } : text;
+}
+
+/** The redrive form's fields as POST /v1/tasks/redrive's body: the non-empty ones, trimmed. */
+const REDRIVE_FIELDS = ['queue', 'url_prefix', 'since', 'until', 'after'] as const;
+function redriveBody(p: Params): Record<string, string> {
+  const body: Record<string, string> = {};
+  for (const f of REDRIVE_FIELDS) {
+    const v = (p[f] ?? '').trim();
+    if (v !== '') body[f] = v;
+  }
+  return body;
+}
+
+/** An origin's pause or resume by hand (admin), as POST /v1/endpoints/:origin/pause|resume does it. */
+const endpointPauseOrResume = (paused: boolean): Action => ({
+  fields: ['origin'],
+  describe: async (p, ops) => {
+    const origin = originParam(p.origin ?? '');
+    const call: ApiCall = { method: 'POST', path: `/v1/endpoints/${seg(origin)}/${paused ? 'pause' : 'resume'}` };
+    if (paused) {
+      return {
+        title: `Pause endpoint ${origin}`,
+        detail:
+          'None of its tasks is pushed until it is resumed, and no probe goes: they wait, using no attempt. Pushes already out finish.',
+        call,
+        back: href('/endpoints'),
+        danger: true,
+      };
+    }
+    // The page says what the resume ends, as the database has it now.
+    const now = await endpointGet(ops.db, origin);
+    if (!now) throw new NotFoundError(`endpoint ${origin}`);
+    const held = now.heldUntil ? `held by a Retry-After until ${now.heldUntil.toISOString()}` : null;
+    const state =
+      now.state === 'healthy'
+        ? (held ?? 'healthy')
+        : `${now.state}${now.pausedBy === 'hand' ? ' (paused by hand)' : ` after ${now.consecutiveFailures} failures in a row`}${held ? `, and ${held}` : ''}`;
+    return {
+      title: `Resume endpoint ${origin}`,
+      detail: `It is ${state}. Resumed, its waiting tasks are due at once, and its run of failures starts again from 0.`,
+      call,
+      back: href('/endpoints'),
+    };
+  },
+  perform: async (ops, p) => {
+    const e = await (paused ? pauseEndpoint : resumeEndpoint)(ops, p.origin ?? '');
+    return paused ? `Endpoint ${e.origin} is paused by hand.` : `Endpoint ${e.origin} is ${e.state}: its waiting tasks are due now.`;
+  },
+});
 
 const pauseOrResume = (paused: boolean): Action => ({
   fields: ['queue'],
@@ -256,6 +326,37 @@ export const ACTIONS: Record<string, Action> = {
       return task.status === 'cancelled' ? `Task #${task.id} is cancelled.` : `Task #${task.id} is leased: its cancellation is requested.`;
     },
   },
+  'endpoint-pause': endpointPauseOrResume(true),
+  'endpoint-resume': endpointPauseOrResume(false),
+  // Replay: POST /v1/tasks/redrive. Its confirmation is the dry run: it counts what matches first.
+  'redrive-matching': {
+    fields: REDRIVE_FIELDS,
+    describe: async (p, ops) => {
+      const body = redriveBody(p);
+      const { filter, after } = redriveSelection(body, null);
+      const matched = await taskCountDead(ops.db, filter, REDRIVE_CAP);
+      const which = [
+        filter.queue === undefined ? 'of every queue' : `of queue ${filter.queue}`,
+        filter.urlPrefix === undefined ? '' : `whose URL starts with ${filter.urlPrefix}`,
+        filter.since === undefined ? '' : `dead since ${filter.since.toISOString()}`,
+        filter.until === undefined ? '' : `dead before ${filter.until.toISOString()}`,
+        after === null ? '' : `after task #${after}`,
+      ].filter((w) => w !== '');
+      const count = matched >= REDRIVE_CAP ? `${REDRIVE_CAP}+` : String(matched);
+      return {
+        title: `Redrive ${count} dead task${matched === 1 ? '' : 's'} that match`,
+        detail: `Dead tasks ${which.join(', ')}: ${count} match now (counted, nothing redriven yet). Once confirmed, they are pending again with a fresh attempt budget, oldest first, at most ${REDRIVE_CAP} per confirmation (when more remain, the next confirmation goes on after the last one examined). A dead task whose dedup key an unfinished task holds stays dead.`,
+        call: { method: 'POST', path: '/v1/tasks/redrive', body },
+        back: href('/endpoints'),
+        danger: true,
+      };
+    },
+    perform: async (ops, p) => {
+      const { filter, after } = redriveSelection(redriveBody(p), null);
+      const report = await redriveMatching(ops, filter, after);
+      return redrove(report, (lastId) => href('/confirm/redrive-matching', { ...redriveBody(p), after: lastId }));
+    },
+  },
   'redrive-all': {
     fields: ['queue', 'concurrency_key', 'after'],
     describe: (p) => {
@@ -276,10 +377,9 @@ export const ACTIONS: Record<string, Action> = {
         concurrencyKey: p.concurrency_key ? concurrencyKey(p.concurrency_key) : undefined,
       };
       const report = await redriveMatching(ops, filter, afterParam(p));
-      const text = `Redrove ${report.redriven} dead task${report.redriven === 1 ? '' : 's'}${report.skipped ? `; ${report.skipped} stayed dead (their dedup key is taken)` : ''}${report.more ? `; more remain after task #${report.lastId}: confirm to go on` : ''}.`;
-      if (!report.more) return text;
-      // The next confirmation goes on from here, past the tasks this one left dead.
-      return { text, next: href('/confirm/redrive-all', { queue: p.queue, concurrency_key: p.concurrency_key, after: report.lastId }) };
+      return redrove(report, (lastId) =>
+        href('/confirm/redrive-all', { queue: p.queue, concurrency_key: p.concurrency_key, after: lastId }),
+      );
     },
   },
 };

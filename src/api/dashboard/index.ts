@@ -6,6 +6,7 @@
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { NotFoundError, SluiceError } from '../../core/errors.ts';
+import { endpointsList } from '../../db/endpoints.ts';
 import { metricsRead } from '../../db/metrics.ts';
 import { taskCountDead } from '../../db/tasks.ts';
 import { authenticateKey } from '../auth.ts';
@@ -17,6 +18,7 @@ import { getTask, listTasks } from '../task-ops.ts';
 import { ACTIONS, curlLine, type Params, redriveAllLines } from './actions.ts';
 import { contentSecurityPolicy, overHttps, sameOrigin, securityHeaders } from './guard.ts';
 import { type PageOptions, page, SCRIPT, STYLE } from './layout.ts';
+import { endpointsView, worstFirst } from './pages/endpoints.ts';
 import { confirmView, errorView, loginView } from './pages/forms.ts';
 import { queuesView } from './pages/queues.ts';
 import { queuePage, slotsFragment } from './pages/slots.ts';
@@ -202,6 +204,15 @@ dashboard.get('/dead', async (c) => {
 dashboard.get('/waiting', async (c) => {
   const read = await metricsRead(c.var.db, 0);
   return render(c, { title: 'Waiting time', section: '/waiting' }, waitingView(waitingByQueue(read.counters)));
+});
+
+/** Origins the endpoints page shows, those not healthy first. */
+const ENDPOINTS_SHOWN = 200;
+
+dashboard.get('/endpoints', async (c) => {
+  const [endpoints, names] = await Promise.all([endpointsList(c.var.db), queueNames(c)]);
+  const shown = worstFirst(endpoints).slice(0, ENDPOINTS_SHOWN);
+  return render(c, { title: 'Endpoints', section: '/endpoints' }, endpointsView(shown, endpoints.length, names));
 });
 
 function actionOf(c: Ctx) {

@@ -5,40 +5,25 @@
  * `last_id` to go on.
  */
 import { Hono } from 'hono';
-import { ValidationError } from '../../core/errors.ts';
-import { fieldIssues } from '../../core/issues.ts';
 import { LIMITS } from '../../core/types.ts';
-import { type DeadFilter, taskCountDead } from '../../db/tasks.ts';
+import { taskCountDead } from '../../db/tasks.ts';
 import type { Answer, redriven } from '../answers.ts';
 import { requireScope } from '../auth.ts';
 import { readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
-import { requireQueue } from '../queue-access.ts';
-import { redriveSchema } from '../schemas/calls.ts';
-import { REDRIVE_BATCH, REDRIVE_BATCHES_PER_CALL, redriveMatching } from '../task-ops.ts';
+import { REDRIVE_CAP, redriveMatching, redriveSelection } from '../task-ops.ts';
 
 export const redrive = new Hono<AppEnv>();
 
 redrive.post('/', requireScope('tasks:write'), async (c) => {
-  const parsed = redriveSchema.safeParse(await readJson(c.req.raw, LIMITS.requestBytes, { empty: {} }));
-  if (!parsed.success) throw new ValidationError(fieldIssues(parsed.error));
-  const r = parsed.data;
-  if (r.queue !== undefined) requireQueue(c.var.queueScope, r.queue);
-  const filter: DeadFilter = {
-    queue: r.queue,
-    urlPrefix: r.url_prefix,
-    since: r.since === undefined ? undefined : new Date(r.since),
-    until: r.until === undefined ? undefined : new Date(r.until),
-    queues: c.var.queueScope,
-  };
-  if (r.dry_run) {
-    const cap = REDRIVE_BATCH * REDRIVE_BATCHES_PER_CALL;
-    const matched = await taskCountDead(c.var.db, filter, cap);
-    return c.json({ matched, redriven: 0, skipped: 0, more: matched === cap, last_id: null, dry_run: true } satisfies Answer<
+  const { filter, dryRun, after } = redriveSelection(await readJson(c.req.raw, LIMITS.requestBytes, { empty: {} }), c.var.queueScope);
+  if (dryRun) {
+    const matched = await taskCountDead(c.var.db, filter, REDRIVE_CAP);
+    return c.json({ matched, redriven: 0, skipped: 0, more: matched === REDRIVE_CAP, last_id: null, dry_run: true } satisfies Answer<
       typeof redriven
     >);
   }
-  const report = await redriveMatching(c.var, filter, r.after ?? null);
+  const report = await redriveMatching(c.var, filter, after);
   return c.json({
     matched: report.redriven + report.skipped,
     redriven: report.redriven,
