@@ -7,6 +7,7 @@
  * dispatch path: a timer on Node, the cron and the first pusher shard on the Worker.
  */
 import type { Config } from '../config.ts';
+import { keepMs } from '../core/retention.ts';
 import type { Queryable } from '../db/db.ts';
 import { debouncesSweep } from '../db/debounce.ts';
 import { historySweep, moveStragglers } from '../db/history.ts';
@@ -20,10 +21,7 @@ const STRAGGLERS = 5_000;
 
 type RetentionConfig = Pick<Config, 'retentionMs' | 'maxLeaseMs'>;
 
-/** How long finished tasks are kept: the window, never less than a lease can last (a late repeated `complete` still gets its answer). */
-export function keepMs(config: RetentionConfig): number | null {
-  return config.retentionMs === null ? null : Math.max(config.retentionMs, config.maxLeaseMs);
-}
+export { keepMs };
 
 /** How long a bucket stays open. */
 export function bucketWidthMs(config: RetentionConfig): number {
