@@ -67,6 +67,7 @@ export const task = z
     timeout_ms: z.int(),
     lease_ms: z.int(),
     dedup_key: z.string().nullable(),
+    dedup_ttl_ms: z.int().nullable().describe('How long it keeps its dedup_key after it finishes; null: only while unfinished.'),
     lease: z.object({ id: z.string(), leased_at: time, expires_at: time }).nullable().describe('The lease held now, if any.'),
     cancel_requested: z.boolean(),
     result: z.string().nullable(),

@@ -168,7 +168,7 @@ export function openApiDocument(): object {
         post: operation({
           id: 'enqueueTask',
           summary:
-            'Enqueue a task (200 when an existing task answers: an unfinished one with the same dedup_key, or the one a debounce joined)',
+            'Enqueue a task (200 when an existing task answers: one with the same dedup_key, unfinished or finished within its dedup_ttl_ms, or the one a debounce joined)',
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
           headers: [preferHeader, ...traceHeaders],

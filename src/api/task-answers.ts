@@ -31,6 +31,7 @@ export function taskView(task: Task): TaskAnswer {
     timeout_ms: task.timeoutMs,
     lease_ms: task.leaseMs,
     dedup_key: task.dedupKey,
+    dedup_ttl_ms: task.dedupTtlMs,
     lease: task.lease
       ? { id: task.lease.id, leased_at: task.lease.leasedAt.toISOString(), expires_at: task.lease.expiresAt.toISOString() }
       : null,

@@ -91,6 +91,8 @@ export interface Task {
   timeoutMs: number;
   leaseMs: number;
   dedupKey: string | null;
+  /** How long it keeps its `dedupKey` after it finishes; `null`: only while unfinished. */
+  dedupTtlMs: number | null;
   lease: Lease | null;
   cancelRequestedAt: Date | null;
   result: string | null;
@@ -146,6 +148,8 @@ export const LIMITS = Object.freeze({
   maxAttempts: 1_000,
   maxLeaseMs: 12 * 3_600_000,
   maxDelayMs: 365 * 24 * 3_600_000,
+  /** The longest a task keeps its dedup key after it finishes (`dedup_ttl_ms`; 0024_dedup_ttl.sql's CHECK says it too). */
+  maxDedupTtlMs: 30 * 24 * 3_600_000,
   /** The longest period of a rate limit. */
   maxRatePeriodMs: 24 * 3_600_000,
 });

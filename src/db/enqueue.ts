@@ -1,12 +1,14 @@
 /**
  * Enqueue: tasks written all or nothing, in input order, with dedup (an item whose `dedup_key`
- * matches an unfinished task of its queue returns that task), read back whole or as references.
+ * matches an unfinished task of its queue, or a finished one that keeps its key for a while
+ * (`dedup_ttl_ms`, db/dedup-ttl.ts), returns that task), read back whole or as references.
  */
 import { ValidationError } from '../core/errors.ts';
 import type { KeyStrategy } from '../core/queue-settings.ts';
 import type { Backoff, HttpMethod, Task, TaskStatus } from '../core/types.ts';
 import { type Db, prepared, type Queryable } from './db.ts';
 import { type Debounce, debounceJoin, debounceRecord } from './debounce.ts';
+import { DEDUP_RACED_CTE, dedupHoldersSql, keyNotHeldAfterFinish } from './dedup-ttl.ts';
 import { insertWithKeyStrategies, type KeyCancelled, keyStrategyMayApply } from './key-strategy.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toBackoffJson, toTask, UNFINISHED_SQL } from './rows.ts';
 
@@ -35,6 +37,8 @@ export interface NewTask {
   timeoutMs: number;
   leaseMs: number;
   dedupKey: string | null;
+  /** How long the task holds its `dedupKey` after it finishes (src/db/dedup-ttl.ts); absent or `null`: not at all. */
+  dedupTtlMs?: number | null;
   /** Enqueues with the same queue and key join one task (src/db/debounce.ts). */
   debounce?: Debounce | null;
   /** Whom to tell when it succeeds or goes dead (migrations/0019_callbacks.sql). */
@@ -116,6 +120,7 @@ const INPUT_COLUMNS = [
   ['timeout_ms', 'integer'],
   ['lease_ms', 'integer'],
   ['dedup_key', 'text'],
+  ['dedup_ttl_ms', 'bigint'],
   ['callback', 'jsonb'],
 ] as const;
 
@@ -150,7 +155,7 @@ interface Shape<R, T> {
 
 const WHOLE: Shape<TaskRow, Task> = {
   insert: insertSql('*'),
-  findByDedup: findUnfinishedByDedupSql('t.*'),
+  findByDedup: dedupHoldersSql('t.*'),
   findById: 'select * from sluice.all_tasks where id = $1',
   read: toTask,
 };
@@ -158,7 +163,7 @@ const WHOLE: Shape<TaskRow, Task> = {
 const REF_COLUMNS = ['id', 'queue', 'status', 'run_at', 'created_at'];
 const REF: Shape<TaskRefRow, TaskRef> = {
   insert: prepared('enqueue_refs', insertSql(REF_COLUMNS.join(', '))),
-  findByDedup: findUnfinishedByDedupSql(REF_COLUMNS.map((c) => `t.${c}`).join(', ')),
+  findByDedup: dedupHoldersSql(REF_COLUMNS.map((c) => `t.${c}`).join(', ')),
   findById: `select ${REF_COLUMNS.join(', ')} from sluice.all_tasks where id = $1`,
   read: (r) => ({ id: String(r.id), queue: r.queue, status: r.status, runAt: r.run_at, createdAt: r.created_at }),
 };
@@ -182,34 +187,29 @@ strategic as (
 inserted as (
   insert into sluice.tasks (id, queue, url, method, headers, body, content_type, concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority, run_at, expires_at, max_attempts,
-    backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback)
+    backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback, dedup_ttl_ms)
   overriding system value
   select new_id, queue, url, method, headers, body, nullif(content_type, '${DEFAULT_CONTENT_TYPE}'), concurrency_key,
     concurrency_limit, rate_limit, rate_period_ms, parent_id, priority,
     coalesce(run_at, now() + make_interval(secs => coalesce(delay_ms, 0) / 1000.0)),
     coalesce(expires_at, now() + make_interval(secs => ttl_ms / 1000.0)),
-    max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback
+    max_attempts, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, timeout_ms, lease_ms, dedup_key, callback, dedup_ttl_ms
   from input
-  where not exists (select from strategic)
+  where not exists (select from strategic) and ${keyNotHeldAfterFinish('input')}
   order by ord
   on conflict (queue, dedup_key) where dedup_key is not null and status in ${UNFINISHED_SQL} do nothing
   returning ${columns}
-)
-select i.ord, exists (select from strategic) as key_strategy_in_force, t.* from input i left join inserted t on t.id = i.new_id order by i.ord`;
-}
-
-function findUnfinishedByDedupSql(columns: string): string {
-  return `
-select k.queue as dedup_queue, k.dedup_key as dedup_match, ${columns}
-from sluice.tasks t
-join unnest($1::text[], $2::text[]) as k(queue, dedup_key)
-  on t.queue = k.queue and t.dedup_key = k.dedup_key
-where t.status in ${UNFINISHED_SQL}`;
+),
+${DEDUP_RACED_CTE}
+select i.ord, exists (select from strategic) as key_strategy_in_force,
+  (t.id is not null and exists (select from dedup_raced r where r.held_queue = i.queue and r.held_key = i.dedup_key)) as dedup_raced, t.*
+from input i left join inserted t on t.id = i.new_id order by i.ord`;
 }
 
 /**
  * Inserts tasks, all or nothing, in input order. An item whose `dedupKey` matches an
- * unfinished task of its queue (or an earlier item of the same call) returns that task.
+ * unfinished task of its queue (or an earlier item of the same call), or a finished one whose
+ * `dedup_ttl_ms` has not run out, returns that task.
  */
 export function taskInsertMany(db: Db, tasks: readonly NewTask[]): Promise<Enqueued<Task>[]> {
   return insertMany(db, tasks, WHOLE);
@@ -260,7 +260,8 @@ async function insertUnguarded<R, T>(db: Db, tasks: readonly NewTask[], shape: S
   // Without dedup keys or debounces one statement is the whole, atomic, write.
   if (!debounced && !tasks.some((t) => t.dedupKey !== null)) return insertOnce(db, input, tasks, shape);
   // With them, a conflicting item is looked up afterwards, in the same transaction. The
-  // conflicting task may finish between the two statements; then try again.
+  // conflicting task may finish between the two statements, or a task holding a key with a TTL
+  // while the insert ran (db/dedup-ttl.ts); then try again.
   for (let attempt = 1; ; attempt++) {
     try {
       return await db.transaction((tx) => (debounced ? insertWithDebounces(tx, tasks, shape) : insertOnce(tx, input, tasks, shape)));
@@ -340,8 +341,9 @@ async function insertOnce<R, T>(
     const missing = parents.filter((p) => !open.some((o) => o.id === p));
     if (missing.length > 0) throw new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
   }
-  // A row of the left join whose insert met a dedup conflict has every column null.
-  let rows: Array<R & { ord: number; id: string | null; key_strategy_in_force: boolean }>;
+  // A row of the left join whose insert met a dedup conflict (or a finished task holding its
+  // key) has every column null.
+  let rows: Array<R & { ord: number; id: string | null; key_strategy_in_force: boolean; dedup_raced: boolean }>;
   try {
     rows = await q.query(shape.insert, [...input, guarded]);
   } catch (error) {
@@ -350,6 +352,7 @@ async function insertOnce<R, T>(
     throw error;
   }
   if (rows[0]?.key_strategy_in_force) throw new KeyStrategyInForce('a key strategy applies: enqueue under the key lock');
+  if (rows.some((r) => r.dedup_raced)) throw new DedupRace('a task holding a dedup key finished during the enqueue');
   const missing = rows.filter((r) => r.id === null).map((r) => tasks[r.ord]!);
   let existing = new Map<string, T>();
   if (missing.length > 0) {
@@ -399,6 +402,7 @@ export function toInputRow(t: NewTask, ord: number) {
     timeout_ms: t.timeoutMs,
     lease_ms: t.leaseMs,
     dedup_key: t.dedupKey,
+    dedup_ttl_ms: t.dedupTtlMs ?? null,
     callback: t.callback ?? null,
   };
 }

@@ -35,7 +35,7 @@ ${deleted}_archived as (
     resumes, finished_at, created_at, run_at, expires_at, cancel_requested_at, parent_id, schedule, schedule_slot,
     dedup_key, concurrency_limit, rate_limit, rate_period_ms, timeout_ms, lease_ms, last_lease_id, last_status, last_error, result,
     final_started_at, final_duration_ms, final_error, attempt_log, backoff_initial_ms, backoff_max_ms, backoff_factor,
-    backoff_jitter, method, content_type, url, headers, body, callback)
+    backoff_jitter, method, content_type, url, headers, body, callback, dedup_ttl_ms)
   select (select max(bucket) from sluice.history_buckets), d.id, d.queue, d.fin_status, d.concurrency_key, d.priority,
     d.attempts, d.max_attempts, d.deferrals, d.resumes, now(), d.created_at, d.run_at, d.expires_at, d.cancel_requested_at,
     d.parent_id, d.schedule, d.schedule_slot, d.dedup_key, d.concurrency_limit, d.rate_limit, d.rate_period_ms, d.timeout_ms,
@@ -43,7 +43,7 @@ ${deleted}_archived as (
     case when d.fin_attempt then d.leased_at end, d.fin_duration_ms, d.fin_error,
     (select jsonb_agg(to_jsonb(a) - 'task_id' order by a.started_at, a.attempt) from ${deleted}_attempts a where a.task_id = d.id),
     d.backoff_initial_ms, d.backoff_max_ms, d.backoff_factor, d.backoff_jitter, d.method, d.content_type, d.url, d.headers, d.body,
-    d.callback
+    d.callback, d.dedup_ttl_ms
   from ${deleted} d
 )`;
 }

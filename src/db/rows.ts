@@ -52,6 +52,8 @@ export interface TaskRow {
   timeout_ms: number;
   lease_ms: number;
   dedup_key: string | null;
+  /** migrations/0024_dedup_ttl.sql. */
+  dedup_ttl_ms: string | null;
   lease_id: string | null;
   leased_at: Date | null;
   lease_expires_at: Date | null;
@@ -101,6 +103,7 @@ export const TASK_ROW_COLUMNS = [
   'timeout_ms',
   'lease_ms',
   'dedup_key',
+  'dedup_ttl_ms',
   'lease_id',
   'leased_at',
   'lease_expires_at',
@@ -143,6 +146,7 @@ export function toTask(row: TaskRow): Task {
     timeoutMs: row.timeout_ms,
     leaseMs: row.lease_ms,
     dedupKey: row.dedup_key,
+    dedupTtlMs: row.dedup_ttl_ms === null || row.dedup_ttl_ms === undefined ? null : Number(row.dedup_ttl_ms),
     lease:
       row.lease_id && row.leased_at && row.lease_expires_at
         ? { id: row.lease_id, leasedAt: row.leased_at, expiresAt: row.lease_expires_at }

@@ -10,11 +10,11 @@ import { inQueueScope } from './queue-scope.ts';
 import { DEFAULT_CONTENT_TYPE } from './rows.ts';
 
 /** The task a firing enqueues: the enqueue's input row, every default resolved, no timing fields. */
-export type TaskTemplate = Omit<TaskInputRow, 'ord' | 'run_at' | 'delay_ms' | 'expires_at' | 'dedup_key'>;
+export type TaskTemplate = Omit<TaskInputRow, 'ord' | 'run_at' | 'delay_ms' | 'expires_at' | 'dedup_key' | 'dedup_ttl_ms'>;
 
 /** A resolved task as a schedule keeps it: its timing and dedup fields are the firing's own. */
 export function toTemplate(task: NewTask): TaskTemplate {
-  const { ord, run_at, delay_ms, expires_at, dedup_key, ...template } = toInputRow(task, 0);
+  const { ord, run_at, delay_ms, expires_at, dedup_key, dedup_ttl_ms, ...template } = toInputRow(task, 0);
   return template;
 }
 

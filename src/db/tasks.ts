@@ -178,12 +178,12 @@ redriven as (
   insert into sluice.tasks (id, created_at, expires_at, schedule_slot, parent_id, priority, max_attempts, timeout_ms, lease_ms,
     concurrency_limit, rate_limit, rate_period_ms, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, run_at,
     updated_at, attempts, deferrals, resumes, last_status, last_lease_id, status, result, last_error, queue, concurrency_key,
-    dedup_key, schedule, method, content_type, url, headers, body, callback)
+    dedup_key, schedule, method, content_type, url, headers, body, callback, dedup_ttl_ms)
   overriding system value
   select id, created_at, expires_at, schedule_slot, parent_id, priority, max_attempts, timeout_ms, lease_ms,
     concurrency_limit, rate_limit, rate_period_ms, backoff_initial_ms, backoff_max_ms, backoff_factor, backoff_jitter, now(),
     now(), 0, 0, resumes, last_status, last_lease_id, 'pending', result, last_error, queue, concurrency_key,
-    dedup_key, schedule, method, content_type, url, headers, body, callback
+    dedup_key, schedule, method, content_type, url, headers, body, callback, dedup_ttl_ms
   from gone
   returning *
 ),

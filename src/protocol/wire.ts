@@ -59,6 +59,11 @@ export interface EnqueueRequest {
   /** While a task with this key is unfinished in the queue, enqueueing again returns it. */
   dedup_key?: string;
   /**
+   * With `dedup_key`: how long the task keeps its key after it finishes (any final status),
+   * from its finish on the database's clock. At most 30 days, and at most the retention window.
+   */
+  dedup_ttl_ms?: number;
+  /**
    * Enqueues with the same queue and key join one task. trailing (default): it runs `period_ms`
    * after the last of them, with the last body, never later than `max_wait_ms` after the first;
    * leading: the first runs at once, and those within `period_ms` of it join it without a push.
@@ -97,6 +102,8 @@ export interface TaskView {
   timeout_ms: number;
   lease_ms: number;
   dedup_key: string | null;
+  /** How long it keeps its dedup_key after it finishes; null: only while unfinished. */
+  dedup_ttl_ms: number | null;
   lease: { id: string; leased_at: string; expires_at: string } | null;
   cancel_requested: boolean;
   result: string | null;

@@ -57,7 +57,8 @@ export class SluiceClient {
 
   /**
    * Enqueues one task. A retry after a network error may enqueue it twice unless it has a
-   * `dedup_key`: give one to tasks that must not run twice.
+   * `dedup_key`: give one to tasks that must not run twice (and a `dedup_ttl_ms` to keep the key
+   * after the task finished, for a retry that comes after it ran).
    */
   enqueue(task: EnqueueRequest): Promise<EnqueuedTask> {
     return this.#request('POST', '/v1/tasks', task);

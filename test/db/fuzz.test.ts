@@ -88,6 +88,7 @@ const jsonBody = fc.oneof(
       priority: fc.oneof(fc.integer(), fc.constant(null)),
       concurrency_key: fc.oneof(fc.string({ unit: 'binary', maxLength: 20 }), fc.constant(null)),
       dedup_key: fc.string({ unit: 'binary', maxLength: 10 }),
+      dedup_ttl_ms: fc.oneof(fc.integer(), fc.double(), fc.string(), fc.constant(null)),
       headers: fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ unit: 'binary', maxLength: 8 }), { maxKeys: 3 }),
       tasks: fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 }),
       concurrency: fc.oneof(fc.integer(), fc.constant(null), fc.boolean()),

@@ -183,6 +183,7 @@ describe("a task's page", () => {
     timeoutMs: 30_000,
     leaseMs: 60_000,
     dedupKey: null,
+    dedupTtlMs: null,
     lease: null,
     cancelRequestedAt: null,
     result: 'ok',

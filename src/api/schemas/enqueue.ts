@@ -8,6 +8,7 @@ import { backoffSchema, NAME_PATTERN } from '../../config-fields.ts';
 import type { FieldIssue } from '../../core/errors.ts';
 import { fieldIssues } from '../../core/issues.ts';
 import { rateSchema } from '../../core/queue-settings.ts';
+import { keepMs } from '../../core/retention.ts';
 import { textProblem } from '../../core/text.ts';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, tracestateProblem } from '../../core/trace.ts';
 import { HTTP_METHODS, isTaskId, LIMITS } from '../../core/types.ts';
@@ -75,6 +76,17 @@ export const enqueueSchema = z
     timeout_ms: z.number().int().min(100).max(LIMITS.maxLeaseMs).optional(),
     lease_ms: z.number().int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
     dedup_key: text().min(1).max(LIMITS.keyChars).optional(),
+    dedup_ttl_ms: z
+      .number()
+      .int()
+      .min(1)
+      .max(LIMITS.maxDedupTtlMs)
+      .optional()
+      .describe(
+        'With `dedup_key`: how long the task keeps its key after it finishes (succeeded, dead, cancelled or expired), from ' +
+          "its finish on the database's clock; an enqueue with that key meanwhile answers 200 with it, `deduplicated: true`. " +
+          'At most 30 days (2592000000), and at most the retention window (SLUICE_RETENTION).',
+      ),
     traceparent: headerText()
       .refine((v) => traceProblem(TRACEPARENT, v) === null, TRACEPARENT_FORM)
       .optional()
@@ -143,6 +155,12 @@ export const enqueueSchema = z
     }
     both('delay_ms', 'run_at');
     both('ttl_ms', 'expires_at');
+    if (t.dedup_ttl_ms !== undefined && t.dedup_key === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dedup_ttl_ms'],
+        message: 'goes with `dedup_key`: it says how long the key is kept after the task finishes',
+      });
     if (t.content_type !== undefined && t.body_text === undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -203,6 +221,14 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   const url = checkedUrl('url', input.url ?? defaults.url, config, issues);
   const callback = resolveCallback(input, config, issues);
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
+  // A finished task's dedup record is its history row: kept no longer than the window.
+  const kept = keepMs(config);
+  if (input.dedup_ttl_ms !== undefined && kept !== null && input.dedup_ttl_ms > kept) {
+    issues.push({
+      path: 'dedup_ttl_ms',
+      message: `is at most how long history keeps a finished task on this deployment (${kept} ms: SLUICE_RETENTION, at least SLUICE_MAX_LEASE_MS)`,
+    });
+  }
   if (input.lease_ms !== undefined && input.lease_ms > config.maxLeaseMs) {
     issues.push({ path: 'lease_ms', message: `is at most ${config.maxLeaseMs} on this deployment (SLUICE_MAX_LEASE_MS)` });
   }
@@ -268,6 +294,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
       timeoutMs,
       leaseMs,
       dedupKey: input.dedup_key ?? null,
+      dedupTtlMs: input.dedup_ttl_ms ?? null,
       callback,
       keyStrategy: config.queues[input.queue]?.key_strategy ?? 'queue',
       ...(input.debounce

@@ -91,7 +91,10 @@ function taskReport(t: TaskDetail): string {
     ['expires at', t.expires_at && time(t.expires_at)],
     ['lease', t.lease && `${t.lease.id}, expires ${time(t.lease.expires_at)}`],
     ['timeout / lease', `${span(t.timeout_ms)} / ${span(t.lease_ms)}`],
-    ['dedup key', t.dedup_key],
+    [
+      'dedup key',
+      t.dedup_key && (t.dedup_ttl_ms === null ? t.dedup_key : `${t.dedup_key} (kept ${span(t.dedup_ttl_ms)} after it finishes)`),
+    ],
     ['created', time(t.created_at)],
     ['finished', t.finished_at && time(t.finished_at)],
     ['headers', t.header_names.join(', ') || null],
@@ -163,10 +166,12 @@ const enqueue: Command = {
     { name: 'priority', value: 'N', help: 'lower runs first. Default: 0' },
     { name: 'max-attempts', value: 'N', help: "Default: the queue's, else 5" },
     { name: 'dedup-key', value: 'KEY', help: 'while a task with this key is unfinished in the queue, return it instead' },
+    { name: 'dedup-ttl', value: 'MS', help: 'with --dedup-key: and for MS milliseconds after it finished' },
     { name: 'data', value: 'JSON', help: 'the whole request as JSON (any field of POST /v1/tasks); the flags above override it' },
   ],
   summary: 'enqueue one task',
-  details: 'Uses POST /v1/tasks; prints the task (201), or the unfinished one with the same dedup key (200).',
+  details:
+    'Uses POST /v1/tasks; prints the task (201), or the one with the same dedup key (200): unfinished, or finished within its --dedup-ttl.',
   async run({ api, out }, parsed) {
     const data = parsed.flags.has('data') ? jsonFlag(parsed, 'data') : {};
     if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new UsageError('--data must be a JSON object');
@@ -186,6 +191,7 @@ function enqueueFields(parsed: Parsed): Record<string, unknown> {
     priority: intFlag(parsed, 'priority'),
     max_attempts: intFlag(parsed, 'max-attempts'),
     dedup_key: stringFlag(parsed, 'dedup-key'),
+    dedup_ttl_ms: intFlag(parsed, 'dedup-ttl'),
   };
   if (parsed.flags.has('body')) fields.body = jsonFlag(parsed, 'body');
   return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));

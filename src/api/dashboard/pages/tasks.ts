@@ -107,7 +107,7 @@ export function taskPage(t: Task, attempts: readonly AttemptRecord[], now: Date)
 <dt>Expires</dt><dd>${time(t.expiresAt)}</dd>
 <dt>Lease</dt><dd>${t.lease ? html`<code>${t.lease.id}</code>, held ${duration(now.getTime() - t.lease.leasedAt.getTime())}, until ${time(t.lease.expiresAt)}` : html`<span class="muted">none</span>`}</dd>
 <dt>Timeout / lease</dt><dd>${duration(t.timeoutMs)} / ${duration(t.leaseMs)}</dd>
-<dt>Dedup key</dt><dd>${t.dedupKey ?? html`<span class="muted">none</span>`}</dd>
+<dt>Dedup key</dt><dd>${t.dedupKey ?? html`<span class="muted">none</span>`}${t.dedupTtlMs === null ? '' : html` <span class="muted">(kept ${duration(t.dedupTtlMs)} after it finishes${t.finishedAt === null ? '' : html`, until ${time(new Date(t.finishedAt.getTime() + t.dedupTtlMs))}`})</span>`}</dd>
 <dt>Trace</dt><dd>${traceId(t) === null ? html`<span class="muted">none</span>` : html`<code>${traceId(t)}</code> <span class="muted">(each attempt a span: its lease id's first 16 hex digits)</span>`}</dd>
 <dt>Callbacks</dt><dd>${
     t.callbackUrl === null && t.failureCallbackUrl === null
