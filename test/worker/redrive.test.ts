@@ -31,6 +31,7 @@ async function replay(base: string, db: TestDatabase['db']) {
   for (const [body, path] of [
     [{ queue: 'no spaces' }, 'queue'],
     [{ url_prefix: '' }, 'url_prefix'],
+    [{ url_prefix: 'https://a.example/\u0000' }, 'url_prefix'],
     [{ since: 'yesterday' }, 'since'],
     [{ until: 12 }, 'until'],
     [{ since: '2030-01-02T00:00:00Z', until: '2030-01-01T00:00:00Z' }, 'until'],

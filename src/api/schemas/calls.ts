@@ -28,7 +28,7 @@ export const listQuerySchema = z
 export const redriveSchema = z
   .object({
     queue: listQuerySchema.shape.queue,
-    url_prefix: z.string().min(1).max(LIMITS.urlChars).optional().describe('Only tasks whose URL starts with this, such as an origin.'),
+    url_prefix: text().min(1).max(LIMITS.urlChars).optional().describe('Only tasks whose URL starts with this, such as an origin.'),
     since: z.iso.datetime({ offset: true }).optional().describe('Only tasks that went dead at or after this time.'),
     until: z.iso.datetime({ offset: true }).optional().describe('Only tasks that went dead before this time.'),
     dry_run: z.boolean().default(false).describe('Count the matching dead tasks (up to 10,000), redrive none.'),
