@@ -50,6 +50,8 @@ const segment = fc.oneof(
     'default',
     'tenants',
     '00000000-0000-0000-0000-000000000000',
+    encodeURIComponent('https://example.com'),
+    encodeURIComponent('http://127.0.0.1:9'),
     '%00',
     '%ff',
     '..',
@@ -105,8 +107,27 @@ const jsonBody = fc.oneof(
     { requiredKeys: [] },
   ),
 );
+/** POST /v1/tasks/redrive's fields alone (the record above always names others, which it refuses). */
+const redriveBody = fc.record(
+  {
+    queue: fc.oneof(fc.constantFrom('default', 'tenants'), fc.string({ maxLength: 10 })),
+    url_prefix: fc.oneof(fc.constantFrom('http://127.0.0.1:9/', 'http://127.0.0.1:9/\u0000'), fc.string({ unit: 'binary', maxLength: 30 })),
+    since: fc.oneof(
+      fc.date().map((d) => (Number.isNaN(d.getTime()) ? 'x' : d.toISOString())),
+      fc.string({ maxLength: 30 }),
+    ),
+    until: fc.oneof(
+      fc.date().map((d) => (Number.isNaN(d.getTime()) ? 'x' : d.toISOString())),
+      fc.string({ maxLength: 30 }),
+    ),
+    dry_run: fc.oneof(fc.boolean(), fc.string({ maxLength: 5 })),
+    after: fc.oneof(fc.constantFrom('1', '0', '9223372036854775807', '9223372036854775808'), fc.string({ maxLength: 20 })),
+  },
+  { requiredKeys: [] },
+);
 const body = fc.oneof(
   jsonBody.map((v) => JSON.stringify(v) ?? 'null'),
+  redriveBody.map((v) => JSON.stringify(v)),
   fc.string({ unit: 'binary', maxLength: 200 }),
   fc.constantFrom('', '{', '[]', 'null', '{"url":', '\u0000', '{"tasks":[{}]}'),
 );
@@ -131,6 +152,7 @@ const UNDOCUMENTED = [
   'GET /dashboard/tasks/:a',
   'GET /dashboard/dead',
   'GET /dashboard/waiting',
+  'GET /dashboard/endpoints',
   'GET /dashboard/confirm/:a',
   'POST /dashboard/actions/:a',
   'PATCH /v1/tasks',
@@ -181,6 +203,7 @@ describe('hostile requests', () => {
     expect(DOCUMENTED.length).toBeGreaterThanOrEqual(34);
     expect(ROUTES).toContain('POST /v1/leases/:a/wait');
     expect(ROUTES).toContain('PUT /v1/queues/:a/keys/:b');
+    expect(ROUTES).toEqual(expect.arrayContaining(['GET /v1/endpoints', 'POST /v1/endpoints/:a/pause', 'POST /v1/tasks/redrive']));
   });
 
   it('reached past authentication and validation, not only 401s', () => {

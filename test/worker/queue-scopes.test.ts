@@ -41,7 +41,7 @@ interface Probe {
   /** A pending task of `queue` (made with the root key), and its id. */
   task(queue: string, extra?: Record<string, unknown>): Promise<string>;
   /** A dead task of `queue`, in history as any dead task is. */
-  dead(queue: string): Promise<string>;
+  dead(queue: string, extra?: Record<string, unknown>): Promise<string>;
   status(id: string): Promise<string>;
 }
 
@@ -67,8 +67,8 @@ function probeOn(base: string, db: TestDatabase['db']): Probe {
     call,
     root: root_,
     task,
-    async dead(queue) {
-      const id = await task(queue);
+    async dead(queue, extra) {
+      const id = await task(queue, extra);
       await db.query(`update sluice.tasks set status = 'dead', finished_at = now(), attempts = 1 where id = $1`, [id]);
       await moveStragglers(db, 10);
       return id;
@@ -207,6 +207,41 @@ const PROBES: Record<string, (p: Probe) => Promise<void>> = {
     await hidden((id) => p.call('POST', `/v1/tasks/${id}/retry`), other, MISSING);
     expect(await p.status(other)).toBe('dead');
     expect((await p.call('POST', `/v1/tasks/${mine}/retry`)).body).toMatchObject({ id: mine, status: 'pending' });
+  },
+  'POST /v1/tasks/redrive': async (p) => {
+    // Dead tasks of one URL prefix in two queues: the limited key sees, counts and redrives its own only.
+    const url = 'http://127.0.0.1:9/replayed/';
+    const [mine, other] = [await p.dead('billing', { url: `${url}1` }), await p.dead('secret', { url: `${url}2` })];
+    const count = async (body: Record<string, unknown>, call = p.call) =>
+      (await call('POST', '/v1/tasks/redrive', { ...body, url_prefix: url, dry_run: true })).body.matched;
+    expect([await count({}), await count({}, p.root)]).toEqual([1, 2]);
+    expect(await count({ queue: 'billing' })).toBe(1);
+    refused(await p.call('POST', '/v1/tasks/redrive', { queue: 'secret', url_prefix: url }), 'redrive secret');
+    refused(await p.call('POST', '/v1/tasks/redrive', { queue: 'nothing-here', dry_run: true }), 'redrive unknown');
+    expect(await p.status(other)).toBe('dead');
+    expect((await p.call('POST', '/v1/tasks/redrive', { url_prefix: url })).body).toMatchObject({ matched: 1, redriven: 1, more: false });
+    expect([await p.status(mine), await p.status(other)]).toEqual(['pending', 'dead']);
+  },
+  'GET /v1/endpoints': async (p) => {
+    // An origin is no one queue's: its health tells of every queue's pushes to it.
+    refused(await p.call('GET', '/v1/endpoints'), 'endpoints');
+    expect((await p.root('GET', '/v1/endpoints')).status).toBe(200);
+  },
+  'POST /v1/endpoints/{origin}/pause': async (p) => {
+    const origin = encodeURIComponent('https://paused.example');
+    refused(await p.call('POST', `/v1/endpoints/${origin}/pause`), 'pause endpoint');
+    expect(await p.db.query(`select 1 from sluice.endpoints where origin = 'https://paused.example'`)).toEqual([]);
+    expect((await p.root('POST', `/v1/endpoints/${origin}/pause`)).body).toMatchObject({ state: 'paused', paused_by: 'hand' });
+  },
+  'POST /v1/endpoints/{origin}/resume': async (p) => {
+    const origin = encodeURIComponent('https://paused.example');
+    await p.root('POST', `/v1/endpoints/${origin}/pause`);
+    refused(await p.call('POST', `/v1/endpoints/${origin}/resume`), 'resume endpoint');
+    const [row] = await p.db.query<{ paused_by: string | null }>(
+      `select paused_by from sluice.endpoints where origin = 'https://paused.example'`,
+    );
+    expect(row?.paused_by).toBe('hand');
+    expect((await p.root('POST', `/v1/endpoints/${origin}/resume`)).body).toMatchObject({ state: 'healthy' });
   },
   'GET /v1/queues': async (p) => {
     await p.task('secret');
