@@ -60,8 +60,12 @@ const claimAt = (ms: number, max = 100) => claimAtMs(t.db, config, ms, max);
 
 const due = longDue;
 
-/** Ends leases as the dispatcher would after each push's answer. */
-function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Signal | null) {
+/**
+ * Ends leases as the dispatcher would after each push's answer. A push's signal names its URL
+ * (`withUrl`), so that a Retry-After holds its origin (0027_endpoints.sql); without it, the
+ * level alone is taught.
+ */
+function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Signal | null, withUrl = false) {
   return leaseSettleMany(
     t.db,
     tasks.map((task) => ({
@@ -71,7 +75,13 @@ function settle(tasks: readonly LeasedTask[], settlement: Settlement, signal: Si
       attempt: task.attempts,
       settlement,
       durationMs: 10,
-      signal: signal && { signal, queue: task.queue, concurrencyKey: task.concurrencyKey, deferrals: task.deferrals },
+      signal: signal && {
+        signal,
+        queue: task.queue,
+        concurrencyKey: task.concurrencyKey,
+        deferrals: task.deferrals,
+        ...(withUrl ? { url: task.url, health: signal === 'hold' ? ('hold' as const) : null } : {}),
+      },
     })),
     ['adaptive', 'cap', 'capkeyed'],
   );
@@ -139,7 +149,9 @@ describe('Retry-After holds the level', () => {
     expect(after.map((x) => x.concurrencyKey)).toEqual(['a', 'a']);
   });
 
-  it('holds the whole queue when the task has no key', async () => {
+  // Only a signal that names no URL still holds a keyless task's queue; a push's names one, and
+  // holds its origin instead (the next test, and test/db/endpoints.test.ts).
+  it('holds the whole queue for a keyless signal that names no URL', async () => {
     await taskInsertMany(t.db, [newTask({ queue: 'fixed', runAt: due() })]);
     const start = await dbNow();
     const [task] = await claimAt(start);
@@ -152,6 +164,23 @@ describe('Retry-After holds the level', () => {
     );
     expect(held?.value).toBe('1');
     expect(await claimAt(start + 2_000)).toHaveLength(3);
+  });
+
+  it("holds a keyless push's origin, not its queue: the queue's tasks to other origins are leased, keyed or not", async () => {
+    const [a, b] = ['https://a.example', 'https://b.example'];
+    await taskInsertMany(t.db, [newTask({ queue: 'fixed', url: `${a}/1`, runAt: due() })]);
+    const start = await dbNow();
+    const [task] = await claimAt(start);
+    await taskInsertMany(t.db, [
+      newTask({ queue: 'fixed', url: `${a}/2`, runAt: due() }),
+      newTask({ queue: 'fixed', url: `${a}/3`, concurrencyKey: 'k', runAt: due() }),
+      newTask({ queue: 'fixed', url: `${b}/4`, runAt: due() }),
+      newTask({ queue: 'fixed', url: `${b}/5`, concurrencyKey: 'k', runAt: due() }),
+    ]);
+    await settle([task!], retryAfter(503), 'hold', true);
+    expect(await level('fixed', '*')).toBeUndefined();
+    expect((await claimAt(start + 500)).map((x) => x.url).sort()).toEqual([`${b}/4`, `${b}/5`]);
+    expect((await claimAt(start + 2_000)).map((x) => x.url).sort()).toEqual([`${a}/1`, `${a}/2`, `${a}/3`]);
   });
 });
 

@@ -2,7 +2,7 @@
  * Endpoint health (migrations/0027_endpoints.sql) on the real Worker in workerd and on the Node
  * server: an origin that fails SLUICE_ENDPOINT_PAUSE_AFTER times in a row is paused, its tasks
  * wait using no attempt, and another origin is pushed meanwhile; GET /v1/endpoints shows it, a
- * resume by hand lets its tasks go; a Retry-After holds its origin, not the queue.
+ * resume by hand lets its tasks go; a Retry-After holds its origin (and its key), not the queue.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey } from '../../src/security/api-keys.ts';
@@ -105,20 +105,25 @@ async function pauseAndResume(base: string, db: TestDatabase['db']) {
   }
 }
 
+/** `endpoint` answers the first push to `path` 429 with `Retry-After: 1`, and every other push 200. */
+function retryAfterOnce(endpoint: TestEndpoint, path: string): void {
+  let first = true;
+  endpoint.reply((push) => {
+    if (push.path === path && first) {
+      first = false;
+      return { status: 429, headers: { 'retry-after': '1' } };
+    }
+    return { status: 200 };
+  });
+}
+
 /**
  * The README's case: a retry due 0.2 s after its first push, to one origin, while a 429
  * Retry-After: 1 from another holds that other origin: pushed on time, not a second later.
  */
 async function holdsTheOrigin(base: string) {
   const key = f.secrets.apiKey;
-  let firstA = true;
-  f.endpoint.reply((push) => {
-    if (push.path === '/ra' && firstA) {
-      firstA = false;
-      return { status: 429, headers: { 'retry-after': '1' } };
-    }
-    return { status: 200 };
-  });
+  retryAfterOnce(f.endpoint, '/ra');
   let firstB = true;
   other.reply((push) => {
     if (push.path === '/fail' && firstB) {
@@ -148,12 +153,57 @@ async function holdsTheOrigin(base: string) {
   await expect.poll(() => f.endpoint.received.filter((p) => p.path === '/ra' && p.receivedAt >= since).length, { timeout: 10_000 }).toBe(2);
 }
 
+/**
+ * A keyed task's Retry-After holds its origin and its key, and nothing else: another key to that
+ * origin waits, the key's task to another origin waits, another key to another origin goes.
+ */
+async function holdsTheKeyAndTheOrigin(base: string, db: TestDatabase['db']) {
+  const key = f.secrets.apiKey;
+  retryAfterOnce(f.endpoint, '/key-a');
+  other.reply(() => ({ status: 200 }));
+  const task = (url: string, concurrency_key: string) => ({ queue: 'keyhold', url, concurrency_key });
+  expect((await apiCall(base, key, 'POST', '/v1/tasks', task(`${f.endpoint.url}/key-a`, 'a'))).status).toBe(201);
+  const origin = new URL(f.endpoint.url).origin;
+  // The hold this push makes (an earlier test's may still be on the row, ended).
+  const heldUntil = async () =>
+    (
+      await db.query<{ until: Date }>('select held_until as until from sluice.endpoints where origin = $1 and held_until > now()', [origin])
+    )[0]?.until;
+  await expect.poll(heldUntil, { timeout: 10_000 }).toBeTruthy();
+  const holdEnd = (await heldUntil())!.getTime();
+  const [keyHold] = await db.query<{ until: Date }>(
+    `select held_until as until from sluice.levels where queue = 'keyhold' and lane = 'k:a'`,
+  );
+  expect(keyHold?.until.getTime()).toBe(holdEnd);
+  const batch = await apiCall(base, key, 'POST', '/v1/tasks/batch', {
+    tasks: [task(`${f.endpoint.url}/key-b`, 'b'), task(`${other.url}/key-a`, 'a'), task(`${other.url}/key-b`, 'b')],
+  });
+  expect(batch.status).toBe(201);
+  await expect.poll(async () => (await statusOf(db, 'keyhold')).find((r) => r.status === 'succeeded')?.n, { timeout: 15_000 }).toBe(4);
+  // On the database's clock, as the holds were set: when each task's last push began.
+  const starts = await db.query<{ url: string; at: Date }>(
+    `select t.url, max(a.started_at) as at from sluice.all_attempts a join sluice.all_tasks t on t.id = a.task_id
+     where t.queue = 'keyhold' group by t.url`,
+  );
+  const startOf = (url: string) => starts.find((s) => s.url === url)!.at.getTime() - holdEnd;
+  const [sameOrigin, sameKey, neither] = [`${f.endpoint.url}/key-b`, `${other.url}/key-a`, `${other.url}/key-b`].map(startOf);
+  console.info(
+    `${base}: after the hold ended, key b to its origin pushed at ${sameOrigin} ms, key a elsewhere at ${sameKey} ms; key b elsewhere at ${neither} ms`,
+  );
+  expect(sameOrigin).toBeGreaterThanOrEqual(0);
+  expect(sameKey).toBeGreaterThanOrEqual(0);
+  expect(neither).toBeLessThan(0);
+}
+
 describe('endpoint health', () => {
   it('on the Worker: pauses an origin that fails, resumes it by hand', async () => {
     await pauseAndResume(f.worker.url, f.t.db);
   });
   it('on the Worker: a Retry-After holds its origin, not the queue', async () => {
     await holdsTheOrigin(f.worker.url);
+  });
+  it('on the Worker: a keyed Retry-After holds its key and its origin, and no other key elsewhere', async () => {
+    await holdsTheKeyAndTheOrigin(f.worker.url, f.t.db);
   });
 
   describe('on the Node server', () => {
@@ -163,6 +213,9 @@ describe('endpoint health', () => {
     });
     it('a Retry-After holds its origin, not the queue', async () => {
       await holdsTheOrigin(side.node.url);
+    });
+    it('a keyed Retry-After holds its key and its origin, and no other key elsewhere', async () => {
+      await holdsTheKeyAndTheOrigin(side.node.url, side.t.db);
     });
   });
 });
