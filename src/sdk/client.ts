@@ -5,6 +5,7 @@
 
 import type {
   ConcurrencyView,
+  EndpointView,
   EnqueuedRef,
   EnqueuedTask,
   EnqueueRequest,
@@ -12,6 +13,8 @@ import type {
   PullRequest,
   QueueSettingsPatch,
   QueueView,
+  RedriveRequest,
+  RedriveResult,
   TaskDetail,
   TaskList,
   TaskStatus,
@@ -96,6 +99,16 @@ export class SluiceClient {
   }
 
   /**
+   * Redrives the dead tasks that match (`queue`, `url_prefix`, died `since`/`until`), or counts
+   * them with `dry_run: true`. One call examines at most 10,000: while the answer says `more`,
+   * call again with `after: last_id`. A retry after a lost answer redrives nothing twice (a task
+   * redriven is no longer dead).
+   */
+  redrive(request: RedriveRequest = {}): Promise<RedriveResult> {
+    return this.#request('POST', '/v1/tasks/redrive', request);
+  }
+
+  /**
    * Leases up to `max` ready tasks of a pull queue (a key with `tasks:pull`), waiting up to
    * `wait_ms` for one; each is then held as after a push that kept its lease: heartbeat and
    * complete, fail or release it with `lease.token`. Not retried: a lost answer's leases expire.
@@ -125,6 +138,16 @@ export class SluiceClient {
     deleteKeyLimit: (queue: string, key: string): Promise<unknown> =>
       this.#request('DELETE', `/v1/queues/${encodeURIComponent(queue)}/keys/${encodeURIComponent(key)}`),
     concurrency: (queue: string): Promise<ConcurrencyView> => this.#request('GET', `/v1/queues/${encodeURIComponent(queue)}/concurrency`),
+  };
+
+  /**
+   * Endpoint origins and their health (a key of every queue); a pause or resume by hand needs an
+   * `admin` key. An origin is scheme, host and port: `https://example.com`.
+   */
+  readonly endpoints = {
+    list: async (): Promise<EndpointView[]> => (await this.#request<{ endpoints: EndpointView[] }>('GET', '/v1/endpoints')).endpoints,
+    pause: (origin: string): Promise<EndpointView> => this.#request('POST', `/v1/endpoints/${encodeURIComponent(origin)}/pause`),
+    resume: (origin: string): Promise<EndpointView> => this.#request('POST', `/v1/endpoints/${encodeURIComponent(origin)}/resume`),
   };
 
   async #request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, retries = true): Promise<T> {

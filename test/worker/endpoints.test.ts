@@ -5,6 +5,7 @@
  * resume by hand lets its tasks go; a Retry-After holds its origin (and its key), not the queue.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SluiceClient } from '../../src/sdk/client.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import { startEndpoint, type TestEndpoint } from '../helpers/endpoint.ts';
@@ -103,6 +104,11 @@ async function pauseAndResume(base: string, db: TestDatabase['db']) {
   for (const origin of [a, b]) {
     expect((await apiCall(base, admin.key, 'POST', `/v1/endpoints/${encodeURIComponent(origin)}/resume`)).status).toBe(200);
   }
+  // The SDK's client makes the same calls.
+  const sdk = new SluiceClient({ baseUrl: base, apiKey: admin.key });
+  expect(await sdk.endpoints.pause(b)).toMatchObject({ origin: b, state: 'paused', paused_by: 'hand' });
+  expect((await sdk.endpoints.list()).find((e) => e.origin === b)).toMatchObject({ state: 'paused', paused_until: null });
+  expect(await sdk.endpoints.resume(b)).toMatchObject({ origin: b, state: 'healthy' });
 }
 
 /** `endpoint` answers the first push to `path` 429 with `Retry-After: 1`, and every other push 200. */

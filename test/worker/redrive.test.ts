@@ -4,6 +4,7 @@
  * `dry_run`; a bad value of any field is a 400 naming it.
  */
 import { describe, expect, it } from 'vitest';
+import { SluiceClient } from '../../src/sdk/client.ts';
 import type { TestDatabase } from '../helpers/db.ts';
 import { apiCall, useNodeBeside, useWorkerFixture } from '../helpers/worker-fixture.ts';
 
@@ -48,6 +49,9 @@ async function replay(base: string, db: TestDatabase['db']) {
   const prefix = `${f.endpoint.url}/down`;
   const counted = await apiCall(base, key, 'POST', '/v1/tasks/redrive', { queue: 'replay', url_prefix: prefix, dry_run: true });
   expect(counted).toEqual({ status: 200, body: { matched: 2, redriven: 0, skipped: 0, more: false, last_id: null, dry_run: true } });
+  // The SDK's client makes the same call.
+  const sdk = new SluiceClient({ baseUrl: base, apiKey: key });
+  expect(await sdk.redrive({ queue: 'replay', url_prefix: prefix, dry_run: true })).toEqual(counted.body);
   expect(await deadCount()).toBe(4);
   // Nothing died in the future.
   const later = await apiCall(base, key, 'POST', '/v1/tasks/redrive', {
