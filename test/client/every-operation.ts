@@ -195,6 +195,21 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   done('listChildren');
   await writer.POST('/v1/tasks/{id}/cancel', { params: { path: { id: parent.taskId } } });
 
+  // Endpoint health, a pause and a resume by hand (admin), and a replay counted (a dry run).
+  const origin = new URL(s.endpointUrl).origin;
+  const endpoints = await writer.GET('/v1/endpoints');
+  check(Array.isArray(endpoints.data?.endpoints), 'endpoints');
+  done('listEndpoints');
+  const byHand = await admin.POST('/v1/endpoints/{origin}/pause', { params: { path: { origin } } });
+  check(byHand.data?.origin === origin && byHand.data.state === 'paused' && byHand.data.paused_by === 'hand', 'pause endpoint');
+  done('pauseEndpoint');
+  const healthy = await admin.POST('/v1/endpoints/{origin}/resume', { params: { path: { origin } } });
+  check(healthy.data?.state === 'healthy' && healthy.data.paused_by === null, 'resume endpoint');
+  done('resumeEndpoint');
+  const replay = await writer.POST('/v1/tasks/redrive', { body: { url_prefix: `${s.endpointUrl}/`, dry_run: true } });
+  check(replay.data?.dry_run === true && replay.data.redriven === 0 && typeof replay.data.matched === 'number', 'redrive');
+  done('redriveTasks');
+
   const metrics = await admin.GET('/metrics', { parseAs: 'text' });
   check(typeof metrics.data === 'string' && metrics.data.includes('# TYPE sluice_acquired_total counter'), 'metrics');
   done('getMetrics');
