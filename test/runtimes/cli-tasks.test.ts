@@ -1,6 +1,7 @@
 /**
- * The `sluice` CLI against the Node server, continued (cli.test.ts has the rest): tasks, tail,
- * a closed output, the runtimes that run the bin, and tail when Sluice goes away.
+ * The `sluice` CLI against the Node server, continued (cli.test.ts has the rest): tasks (replay
+ * and endpoints too), tail, a closed output, the runtimes that run the bin, and tail when Sluice
+ * goes away.
  */
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../src/node/postgres.ts';
@@ -115,6 +116,35 @@ describe('sluice against the Node server: tasks and tail', () => {
       expect((await sluice(cli.as.writer, ['tasks', 'retry', later])).stderr).toMatch(/409 not_dead/);
       expect((await sluice(cli.as.writer, ['tasks', 'cancel', later])).stdout).toBe(`task ${later} (queue rq): cancelled\n`);
       expect(await cli.taskRow(later)).toMatchObject({ status: 'cancelled' });
+    });
+
+    it('replay counts the dead tasks that match with --dry-run, then redrives them; endpoints lists, pauses and resumes origins', async () => {
+      const dead = (path: string) =>
+        enqueue(cli.as.writer, { queue: 'replayq', url: `${cli.endpoint.url}/fail-once/${path}`, max_attempts: 1 });
+      const ids = [await dead('a/1'), await dead('a/2'), await dead('b/1')];
+      for (const id of ids) await until(async () => (await cli.taskRow(id))?.status === 'dead', 'the tasks to die');
+      const prefix = ['--queue', 'replayq', '--url-prefix', `${cli.endpoint.url}/fail-once/a/`];
+      expect((await sluice(cli.as.writer, ['tasks', 'replay', ...prefix, '--dry-run'])).stdout).toBe('2 dead tasks match\n');
+      expect((await sluice(cli.as.writer, ['tasks', 'replay', '--since', 'yesterday'])).stderr).toMatch(/since/);
+      const replayed = await json(sluice(cli.as.writer, ['tasks', 'replay', ...prefix, '--json']));
+      expect(replayed).toEqual({ matched: 2, redriven: 2, skipped: 0, dry_run: false });
+      for (const id of ids.slice(0, 2)) await until(async () => (await cli.taskRow(id))?.status === 'succeeded', 'the replayed tasks');
+      expect(await cli.taskRow(ids[2]!)).toMatchObject({ status: 'dead' });
+
+      // The endpoint's origin, its first pushes' failures counted; a pause by hand needs admin.
+      const origin = new URL(cli.endpoint.url).origin;
+      const listed = await json<{ endpoints: Array<{ origin: string; failures_5m: number }> }>(
+        sluice(cli.as.reader, ['endpoints', '--json']),
+      );
+      await expectDocumented('GET', `${cli.server.url}/v1/endpoints`, listed);
+      expect(listed.endpoints.find((e) => e.origin === origin)?.failures_5m).toBeGreaterThanOrEqual(3);
+      expect((await sluice(cli.as.reader, ['endpoints'])).stdout).toMatch(new RegExp(`^ORIGIN .*\\n${origin} +healthy `));
+      const refused = await sluice(cli.as.writer, ['endpoints', 'pause', origin]);
+      expect([refused.code, refused.stderr]).toEqual([1, expect.stringMatching(/403/)]);
+      expect((await sluice(cli.as.admin, ['endpoints', 'pause', origin])).stdout).toBe(`${origin}: paused (by hand)\n`);
+      expect(await cli.row('select paused_by from sluice.endpoints where origin = $1', [origin])).toEqual({ paused_by: 'hand' });
+      expect((await sluice(cli.as.admin, ['endpoints', 'resume', origin])).stdout).toBe(`${origin}: healthy\n`);
+      expect(await cli.row('select paused_by from sluice.endpoints where origin = $1', [origin])).toEqual({ paused_by: null });
     });
   });
 
