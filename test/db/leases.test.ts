@@ -96,6 +96,32 @@ describe('a kept lease', () => {
     expect((await call(push!, 'heartbeat')).json).toMatchObject({ code: 'lease_lost' });
   });
 
+  it('a push kept with Sluice-Ack: lease tells its origin it is well when its handler completes', async () => {
+    // The origin is paused after failures and its probe is due: the probe goes, and its handler
+    // keeps the lease. The 2xx that kept it sends no statement; the complete says it, so a paused
+    // origin whose endpoint always keeps its leases is resumed, not left paused for ever.
+    const origin = new URL(endpoint.url).origin;
+    await t.db.query(
+      `insert into sluice.endpoints (origin, consecutive_failures, paused_until, paused_by, pauses)
+       values ($1, 10, now() - interval '1 second', 'failures', 0)`,
+      [origin],
+    );
+    endpoint.reply(() => KEEP);
+    const id = await enqueue();
+    const [push] = await endpoint.waitFor(1);
+    const state = async () =>
+      (
+        await t.db.query<{ consecutive_failures: number; paused_by: string | null }>(
+          'select consecutive_failures, paused_by from sluice.endpoints where origin = $1',
+          [origin],
+        )
+      )[0];
+    expect(await state()).toMatchObject({ paused_by: 'failures' });
+    expect(await call(push!, 'complete')).toEqual({ status: 200, json: { task_id: id, status: 'succeeded' } });
+    expect(await state()).toEqual({ consecutive_failures: 0, paused_by: null });
+    await t.db.query('delete from sluice.endpoints');
+  });
+
   it('complete sent several times at once answers 200 to every one, and completes once', async () => {
     endpoint.reply(() => KEEP);
     const id = await enqueue();

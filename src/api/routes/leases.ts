@@ -140,7 +140,7 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
   if (!found) throw lostOrCancelled(null);
   // A lease no longer held may have been ended by this very call, sent again because its answer
   // was lost: the settle finds the ending it wrote and answers it as a repeat, changing nothing.
-  const ended = await endLease(c.var.db, found.task, leaseId, call);
+  const ended = await endLease(c.var.db, found.task, leaseId, call, c.var.config.endpointPauseAfter);
   if (ended?.repeated) return c.json({ task_id: found.task.id, status: ended.status, repeated: true } satisfies Answer<typeof leaseEnded>);
   if (ended) {
     c.var.poke(pokeLeaseEnded(Date.now(), found.task.queue, c.var.config.clusterCap));
@@ -156,9 +156,30 @@ async function callEndingLease(c: LeaseContext, call: LeaseCall): Promise<Respon
  * Ends a held lease by a lease call: the task's status after, or `null` when the lease was no
  * longer held and unexpired; `repeated` when this same call had ended it already.
  */
-async function endLease(db: Db, task: Task, leaseId: string, call: LeaseCall): Promise<{ status: TaskStatus; repeated: boolean } | null> {
+async function endLease(
+  db: Db,
+  task: Task,
+  leaseId: string,
+  call: LeaseCall,
+  endpointPauseAfter = 0,
+): Promise<{ status: TaskStatus; repeated: boolean } | null> {
   const settlement = settleLeaseCall(task, call, Date.now(), Math.random());
   const held = task.lease?.id === leaseId ? task.lease : null;
+  // A push answered 2xx with `Sluice-Ack: lease` says nothing to its origin's health when it is
+  // answered (no statement is sent then); its handler's `complete` says it, as a 2xx would have:
+  // it ends a run of failures, and a probe so answered resumes its paused origin.
+  const health =
+    call.kind === 'complete' && task.url !== null
+      ? {
+          signal: null,
+          queue: task.queue,
+          concurrencyKey: task.concurrencyKey,
+          deferrals: task.deferrals,
+          url: task.url,
+          health: 'ok' as const,
+          pauseAfter: endpointPauseAfter,
+        }
+      : null;
   const report = await leaseSettleReport(
     db,
     [
@@ -170,6 +191,7 @@ async function endLease(db: Db, task: Task, leaseId: string, call: LeaseCall): P
         settlement,
         durationMs: null,
         require: 'unexpired',
+        ...(health ? { signal: health } : {}),
       },
     ],
     [],
