@@ -27,9 +27,11 @@ end $$;
 -- wait_ms; 'other': any other answer, which says nothing of the origin's health), wait_ms,
 -- error}]. p_pause_after: consecutive failures that pause an origin (0: never).
 -- One row per origin, locked in origin order, as every writer of them locks them.
--- - Every item counts an attempt in its minute; a failure counts a failure, notes its error, and
---   lengthens the run of failures; a 2xx ends the run (a failure after it in the batch, `n`
---   greater, starts a new one).
+-- - A failure counts a failure in its minute (attempts are counted by the dispatchers' meters),
+--   notes its error, and lengthens the run of failures; a 2xx ends the run (a failure after it in
+--   the batch, `n` greater, starts a new one). The settle passes a 2xx only for an origin that
+--   has something to end (a run of failures, a pause, a probe): a healthy origin's pushes cost
+--   their settles nothing here.
 -- - A run of p_pause_after pauses the origin until its first probe. A failure of the probe out
 --   (`probe_task`) sets the next one further off; a 2xx resumes an origin paused by failures and
 --   makes its parked tasks due (an origin paused by hand stays so).
@@ -64,7 +66,6 @@ begin
   ),
   signals as (
     select i.origin,
-           count(*)::integer as attempts,
            count(*) filter (where i.health = 'fail')::integer as failures,
            -- The failures after the last 2xx of the batch: the run it leaves.
            count(*) filter (where i.health = 'fail' and (o.n is null or i.n > o.n))::integer as streak,
@@ -110,10 +111,11 @@ begin
     where e.origin = s.origin
     returning e.origin, d.resume
   ),
+  -- Attempts are counted by the dispatchers' meters (src/db/metrics.ts), failures here.
   minutes as (
-    insert into sluice.endpoint_minutes as m (origin, minute, attempts, failures)
-    select origin, date_trunc('minute', now()), attempts, failures from signals order by origin
-    on conflict (origin, minute) do update set attempts = m.attempts + excluded.attempts, failures = m.failures + excluded.failures
+    insert into sluice.endpoint_minutes as m (origin, minute, failures)
+    select origin, date_trunc('minute', now()), failures from signals where failures > 0 order by origin
+    on conflict (origin, minute) do update set failures = m.failures + excluded.failures
   )
   select array_agg(origin) filter (where resume) into v_resumed from moved;
 

@@ -19,14 +19,45 @@ export interface CounterRow {
 }
 
 /** Adds to the counters, creating them; rows in key order, so concurrent writers never deadlock. */
-export async function countersAdd(db: Queryable, rows: readonly CounterRow[]): Promise<void> {
-  if (rows.length === 0) return;
+/** Pushes to one origin since the last write: its attempts in the current minute (0027_endpoints.sql). */
+export interface OriginAttempts {
+  origin: string;
+  attempts: number;
+}
+
+/**
+ * Adds counts in one statement: the counters, and the pushes each origin had this minute
+ * (`endpoint_minutes`, the window of GET /v1/endpoints): counted here, never in the settle, so
+ * that a healthy origin costs its pushes' settles nothing.
+ */
+export async function countersAdd(db: Queryable, rows: readonly CounterRow[], origins: readonly OriginAttempts[] = []): Promise<void> {
+  if (rows.length === 0 && origins.length === 0) return;
   await db.query(
-    `insert into sluice.counters as c (metric, queue, label, value)
+    `with known as (
+       -- Every origin pushed to is known (listed as healthy), and touched at most once a minute:
+       -- the sweep forgets an origin untouched for an hour.
+       insert into sluice.endpoints as e (origin)
+       select origin from unnest($5::text[]) as o(origin) order by 1
+       on conflict (origin) do update set touched_at = now() where e.touched_at < now() - interval '1 minute'
+     ),
+     minutes as (
+       insert into sluice.endpoint_minutes as m (origin, minute, attempts)
+       select o.origin, date_trunc('minute', now()), o.attempts from unnest($5::text[], $6::integer[]) as o(origin, attempts)
+       order by 1
+       on conflict (origin, minute) do update set attempts = m.attempts + excluded.attempts
+     )
+     insert into sluice.counters as c (metric, queue, label, value)
      select * from unnest($1::text[], $2::text[], $3::text[], $4::float8[]) as r(metric, queue, label, value)
      order by 1, 2, 3
      on conflict (metric, queue, label) do update set value = c.value + excluded.value`,
-    [rows.map((r) => r.metric), rows.map((r) => r.queue), rows.map((r) => r.label), rows.map((r) => r.value)],
+    [
+      rows.map((r) => r.metric),
+      rows.map((r) => r.queue),
+      rows.map((r) => r.label),
+      rows.map((r) => r.value),
+      origins.map((o) => o.origin),
+      origins.map((o) => o.attempts),
+    ],
   );
 }
 

@@ -194,8 +194,13 @@ endpoints as (
                                         'wait_ms', i.wait_ms, 'error', coalesce(i.error, 'HTTP ' || i.http_status)) order by i.n),
            max(i.pause_after)) else 0 end as released
   from input i
-  where i.health is not null and i.url is not null
-    and i.n = any(array(select n from settled union all select fin_n from done))
+  where i.url is not null and i.n = any(array(select n from settled union all select fin_n from done))
+    -- A failure or a hold always; a 2xx only where it ends something (a run of failures, a pause,
+    -- a probe): one probe of the primary key, no lock and no write for a healthy origin.
+    and (i.health in ('fail', 'hold')
+         or (i.health = 'ok' and exists (select from sluice.endpoints e
+                                         where e.origin = sluice.url_origin(i.url)
+                                           and (e.consecutive_failures > 0 or e.paused_by is not null or e.probe_task is not null))))
 ),
 -- Whether a claim pass could find work now, when $4 asks (else "yes", and nothing is read): the
 -- hints as they were (sluice.work_waits), or a task this statement makes due at once, which that

@@ -11,6 +11,8 @@ import { type CounterRow, countersAdd } from '../db/metrics.ts';
 
 export class Meter {
   #rows = new Map<string, CounterRow>();
+  /** Pushes per endpoint origin since the last write. */
+  #origins = new Map<string, number>();
   #lastWrite = Number.NEGATIVE_INFINITY;
   #writing: Promise<void> | null = null;
 
@@ -19,6 +21,13 @@ export class Meter {
     const row = this.#rows.get(id);
     if (row) row.value += n;
     else this.#rows.set(id, { metric, queue, label, value: n });
+  }
+
+  /** A push to `url` was made (whatever its answer): an attempt of its origin (0027_endpoints.sql). */
+  attempt(url: string, n = 1): void {
+    const origin = URL.canParse(url) ? new URL(url).origin : null;
+    if (origin === null || origin === 'null') return;
+    this.#origins.set(origin, (this.#origins.get(origin) ?? 0) + n);
   }
 
   /** One observation of a histogram: its bucket, its sum and its count. */
@@ -38,14 +47,18 @@ export class Meter {
     if (now - this.#lastWrite < (options.minIntervalMs ?? 0)) return;
     // One write at a time: rows counted meanwhile wait for the next.
     if (this.#writing) return this.#writing;
-    if (this.#rows.size === 0) return;
+    if (this.#rows.size === 0 && this.#origins.size === 0) return;
     this.#lastWrite = now;
     const rows = [...this.#rows.values()];
+    const origins = [...this.#origins].map(([origin, attempts]) => ({ origin, attempts }));
     this.#rows.clear();
-    this.#writing = countersAdd(db, rows)
+    this.#origins.clear();
+    this.#writing = countersAdd(db, rows, origins)
       .catch((error: unknown) => {
-        if (isNotStarted(error)) for (const r of rows) this.add(r.metric as CountedId, r.queue, r.label, r.value);
-        else console.warn('sluice: writing metrics failed; this batch of counts is dropped', error);
+        if (isNotStarted(error)) {
+          for (const r of rows) this.add(r.metric as CountedId, r.queue, r.label, r.value);
+          for (const o of origins) this.#origins.set(o.origin, (this.#origins.get(o.origin) ?? 0) + o.attempts);
+        } else console.warn('sluice: writing metrics failed; this batch of counts is dropped', error);
       })
       .finally(() => {
         this.#writing = null;

@@ -37,6 +37,9 @@ export function outcomeRecorder(deps: RecordDeps) {
   const { db, settler, meter, report, log } = deps;
   return async (task: LeasedTask, outcome: Outcome, durationMs: number | null, require?: 'expired'): Promise<void> => {
     if (durationMs !== null) meter.observe('push_duration', task.queue, durationMs / 1000);
+    // A push made (not the reaper's finding of an expired lease): an attempt of its origin,
+    // counted in memory, so that a healthy origin costs the settle nothing (db/metrics.ts).
+    if (require === undefined && task.url !== null && endpointHealth(outcome) !== null) meter.attempt(task.url);
     if (outcome.type === 'lease_kept') {
       // The endpoint holds the lease now; it ends it with a lease call, or it expires.
       report.leaseKept++;

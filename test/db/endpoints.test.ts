@@ -12,6 +12,7 @@ import { endpointGet, endpointPause, endpointResume, endpointsList, endpointsSwe
 import { taskInsertMany } from '../../src/db/enqueue.ts';
 import { levelsLearnUnanswered } from '../../src/db/levels.ts';
 import { leaseSettleMany, leaseSettleReport } from '../../src/db/settle.ts';
+import { Meter } from '../../src/dispatcher/meter.ts';
 import { testConfig } from '../helpers/config.ts';
 import { createTestDatabase, emptyTables, type TestDatabase } from '../helpers/db.ts';
 import { claimAtMs, dbNowMs, longDue } from '../helpers/moved-clock.ts';
@@ -58,8 +59,14 @@ const retryAfter = (): Settlement => ({
   httpStatus: 429,
 });
 
-/** Ends leases as the dispatcher does after each push's answer, with what it says of the origin. */
-function settle(tasks: readonly LeasedTask[], settlement: Settlement, health: EndpointHealth, pauseAfter = 3) {
+/**
+ * Ends leases as the dispatcher does after each push's answer, with what it says of the origin;
+ * and counts the pushes as its meter does (src/dispatcher/record.ts).
+ */
+async function settle(tasks: readonly LeasedTask[], settlement: Settlement, health: EndpointHealth, pauseAfter = 3) {
+  const meter = new Meter();
+  for (const task of tasks) meter.attempt(task.url!);
+  await meter.write(t.db, { now: Date.now() });
   return leaseSettleReport(
     t.db,
     tasks.map((task) => ({
