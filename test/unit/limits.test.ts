@@ -21,6 +21,7 @@ describe('resolveQueueLimits', () => {
       adaptive: { value: true, source: 'env' },
       adaptiveMin: { value: 1, source: 'default' },
       pull: { value: true, source: 'override' },
+      keyStrategy: { value: 'queue', source: 'default' },
     });
     expect(resolveQueueLimits(undefined, null).adaptive).toEqual({ value: false, source: 'default' });
     expect(resolveQueueLimits(undefined, null).pull).toEqual({ value: false, source: 'default' });

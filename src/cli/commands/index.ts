@@ -9,4 +9,13 @@ import { status } from './status.ts';
 import { tail } from './tail.ts';
 import { taskCommands } from './tasks.ts';
 
-export const COMMANDS: readonly Command[] = [status, ...queueCommands, ...keyCommands, leaseRelease, ...taskCommands, ...endpointCommands, tail, listen];
+export const COMMANDS: readonly Command[] = [
+  status,
+  ...queueCommands,
+  ...keyCommands,
+  leaseRelease,
+  ...taskCommands,
+  ...endpointCommands,
+  tail,
+  listen,
+];
