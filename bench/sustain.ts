@@ -16,6 +16,9 @@
  *                   (its notification is a task too: counted apart, not in pushes/s)
  *   --keys n        tasks spread over n concurrency keys, each at most 4 at once (the keyed walk);
  *                   more keys than tasks: each task a key of its own (keys that come and go)
+ *   --dedup-ttl-ms n  every task with a dedup key of its own, kept n ms after it finishes (at most the
+ *                   retention window): each enqueue looks its key up in history, each finished task
+ *                   is a dedup record in it (docs/DESIGN.md §10)
  *   --pull n        a pull queue instead: n consumers in this process long-poll it (POST
  *                   /v1/queues/sustain/lease, up to 50 a pull) and complete each task with its
  *                   lease; "pushed" then counts tasks pulled, and latency runs to the pull's answer
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     features: { type: 'boolean', default: false },
     pull: { type: 'string' },
     keys: { type: 'string' },
+    'dedup-ttl-ms': { type: 'string' },
     'explain-ms': { type: 'string' },
     'explain-rows': { type: 'boolean' },
   },
@@ -62,6 +66,9 @@ if (values.pull !== undefined && !(Number.isInteger(consumers) && consumers > 0)
   throw new Error('--pull: a number of consumers, at least 1');
 const keys = values.keys === undefined ? 0 : Number(values.keys);
 if (values.keys !== undefined && !(Number.isInteger(keys) && keys > 0)) throw new Error('--keys: a number of keys, at least 1');
+const dedupTtlMs = values['dedup-ttl-ms'] === undefined ? 0 : Number(values['dedup-ttl-ms']);
+if (values['dedup-ttl-ms'] !== undefined && !(Number.isInteger(dedupTtlMs) && dedupTtlMs > 0))
+  throw new Error('--dedup-ttl-ms: a number of milliseconds, at least 1');
 /** Each key's limit with --keys: enough for the rate, few enough that keys fill and the walk skips them. */
 const KEY_LIMIT = 4;
 const rate = Number(values.rate);
@@ -70,7 +77,7 @@ const batch = Number(values.batch);
 const sampleMs = Number(values['sample-s']) * 1000;
 if (![rate, durationMs, batch, sampleMs].every((x) => Number.isFinite(x) && x > 0))
   throw new Error('--rate, --minutes, --batch, --sample-s: positive numbers');
-const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)'}${consumers ? `, pulled by ${consumers} consumers` : ''}${keys ? `, ${keys} keys of at most ${KEY_LIMIT}` : ''}`;
+const path = `${values.worker ? 'Worker (workerd)' : 'Node server (npm run serve)'}${consumers ? `, pulled by ${consumers} consumers` : ''}${keys ? `, ${keys} keys of at most ${KEY_LIMIT}` : ''}${dedupTtlMs ? `, every task a dedup key kept ${dedupTtlMs} ms` : ''}`;
 
 // Postgres, the endpoint, the server.
 const dir = await mkdtemp(join(tmpdir(), 'sluice-sustain-'));
@@ -189,6 +196,7 @@ const producer = (async () => {
       queue: 'sustain',
       body: { n: first + i },
       ...(keys ? { concurrency_key: `k${(first + i) % keys}`, concurrency_limit: KEY_LIMIT } : {}),
+      ...(dedupTtlMs ? { dedup_key: `order-${first + i}`, dedup_ttl_ms: dedupTtlMs } : {}),
       ...(values.features
         ? {
             traceparent: `00-${(first + i).toString(16).padStart(32, '0').replace(/^0/, '1')}-00f067aa0ba902b7-01`,

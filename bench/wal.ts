@@ -1,7 +1,9 @@
 /**
- * `node bench/wal.ts [--tasks N] [--keyed]`: where a drain's WAL goes, by record type
- * (pg_walinspect), for Sluice's engine: N tasks enqueued, a checkpoint, then drained in-process
+ * `node bench/wal.ts [--tasks N] [--keyed] [--dedup-keys] [--dedup-ttl-ms MS]`: where a drain's WAL goes, by record
+ * type (pg_walinspect), for Sluice's engine: N tasks enqueued, a checkpoint, then drained in-process
  * with a no-op push. Prints bytes per task by resource manager and record type, FPI bytes apart.
+ * With `--dedup-keys`, every task has a dedup key of its own; with `--dedup-ttl-ms`, kept that long
+ * after it finishes too (its history row's entry in `finished_dedup`, docs/DESIGN.md §10).
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
@@ -15,7 +17,16 @@ import { newTask } from '../test/helpers/tasks.ts';
 import { startCluster } from './compare/cluster.ts';
 import { sluiceSecrets } from './compare/sluice-common.ts';
 
-const { values } = parseArgs({ options: { tasks: { type: 'string', default: '20000' }, keyed: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    tasks: { type: 'string', default: '20000' },
+    keyed: { type: 'boolean', default: false },
+    'dedup-keys': { type: 'boolean', default: false },
+    'dedup-ttl-ms': { type: 'string' },
+  },
+});
+const dedupTtlMs = values['dedup-ttl-ms'] === undefined ? null : Number(values['dedup-ttl-ms']);
+const dedupKeys = values['dedup-keys'] || dedupTtlMs !== null;
 const n = Number(values.tasks);
 const cluster = await startCluster();
 try {
@@ -33,6 +44,8 @@ try {
       body: JSON.stringify({ i, key: values.keyed ? `k${i % 100}` : null, seq: i }),
       concurrencyKey: values.keyed ? `k${i % 100}` : null,
       concurrencyLimit: values.keyed ? 1 : null,
+      dedupKey: dedupKeys ? `order-${i}` : null,
+      dedupTtlMs,
     }),
   );
   for (let i = 0; i < n; i += 500) await taskInsertMany(producer, tasks.slice(i, i + 500));
@@ -59,7 +72,8 @@ try {
   ).rows;
   let total = 0;
   for (const r of rows) total += r.rec + r.fpi;
-  console.log(`${n} tasks${values.keyed ? ' (keyed)' : ''}: ${(total / n).toFixed(0)} WAL bytes/task`);
+  const dedup = dedupKeys ? `, each with a dedup key${dedupTtlMs === null ? '' : ` kept ${dedupTtlMs} ms`}` : '';
+  console.log(`${n} tasks${values.keyed ? ' (keyed)' : ''}${dedup}: ${(total / n).toFixed(0)} WAL bytes/task`);
   for (const r of rows.slice(0, 20)) {
     console.log(
       `${r.t.padEnd(32)} ${(r.c / n).toFixed(3).padStart(8)} rec/task ${(r.rec / n).toFixed(0).padStart(6)} B ${(r.fpi / n).toFixed(0).padStart(6)} B fpi`,
