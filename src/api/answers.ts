@@ -252,6 +252,18 @@ export const queueConcurrency = z
 export const keyLimit = z.object({ queue: z.string(), key: z.string(), limit: z.int(), source: z.literal('override') });
 export const forcedRelease = z.object({ released: z.literal(true), task_id: z.string(), lease_id: z.string() });
 
+export const group = z
+  .object({
+    name: z.string(),
+    urls: z
+      .array(z.string())
+      .describe('As the target check wrote each: a task that names the group becomes one task per URL, in this order.'),
+    created_at: time,
+    updated_at: time,
+  })
+  .register(components, { id: 'Group', description: 'An endpoint group: a name for the URLs an enqueue fans out to.' });
+export const groupList = z.object({ groups: z.array(group), next_cursor: z.string().nullable() });
+
 export const schedule = z
   .object({
     name: z.string(),

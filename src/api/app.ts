@@ -13,6 +13,7 @@ import type { AppEnv, Platform } from './context.ts';
 import { dashboard } from './dashboard/index.ts';
 import { problemOf, problemResponse, UNAVAILABLE_RETRY_AFTER_S } from './problem.ts';
 import { endpoints } from './routes/endpoints.ts';
+import { groups } from './routes/groups.ts';
 import { leases } from './routes/leases.ts';
 import { meta } from './routes/meta.ts';
 import { metrics } from './routes/metrics.ts';
@@ -85,6 +86,7 @@ export function createApp(platform: Platform): Hono<AppEnv> {
   app.route('/v1/schedules', schedules);
   app.route('/v1/webhooks', webhooks);
   app.route('/v1/endpoints', endpoints);
+  app.route('/v1/groups', groups);
   app.route('/dashboard', dashboard);
 
   app.notFound((c) =>

@@ -90,7 +90,7 @@ export function scheduleRequest() {
   const task = {
     ...ref('EnqueueRequest'),
     description:
-      'The task each firing enqueues, as POST /v1/tasks takes it, except delay_ms, run_at, expires_at, dedup_key, dedup_ttl_ms and parent_id (refused); ' +
+      'The task each firing enqueues, as POST /v1/tasks takes it, except delay_ms, run_at, expires_at, dedup_key, dedup_ttl_ms, group and parent_id (refused); ' +
       'ttl_ms counts from each slot. With overlap `queue`, concurrency_key and concurrency_limit are refused too.',
   };
   return { ...body, properties: { ...body.properties, task } };

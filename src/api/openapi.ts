@@ -12,6 +12,8 @@ import { answer, answerComponents, json, ref, scheduleRequest } from './openapi-
 import {
   completeSchema,
   failSchema,
+  groupListQuerySchema,
+  groupSchema,
   heartbeatSchema,
   keyLimitSchema,
   listQuerySchema,
@@ -44,6 +46,9 @@ type Op = {
    */
   queueLimit?: { forbidden?: string; sees?: string };
 };
+
+/** A group is no queue's: a key limited to queues may not read or change groups. */
+const GROUP_LIMIT = { forbidden: "always: a group's URLs receive tasks of any queue" };
 
 const PROBLEM = { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } };
 
@@ -172,7 +177,9 @@ export function openApiDocument(): object {
           scope: 'tasks:write',
           body: ref('EnqueueRequest'),
           headers: [preferHeader, ...traceHeaders],
-          ok: answer(answers.enqueued),
+          ok: answer(
+            z.union([answers.enqueued, answers.enqueuedBatch]).describe('The task; one per URL, as {"tasks": [...]}, for a `group`.'),
+          ),
           okStatus: '201',
           also: { '200': answer(answers.enqueued) },
           queueLimit: {
@@ -432,6 +439,44 @@ export function openApiDocument(): object {
           scope: 'tasks:write',
           ok: answer(answers.scheduleOrState),
           queueLimit: { sees: 'sees a schedule whose task is for another queue as missing (404)' },
+        }),
+      },
+      '/v1/groups': {
+        get: operation({
+          id: 'listGroups',
+          summary: 'List endpoint groups by name',
+          scope: 'admin',
+          query: groupListQuerySchema,
+          ok: answer(answers.groupList),
+          queueLimit: GROUP_LIMIT,
+        }),
+      },
+      '/v1/groups/{name}': {
+        parameters: [idParam('name')],
+        get: operation({
+          id: 'getGroup',
+          summary: 'An endpoint group',
+          scope: 'admin',
+          ok: answer(answers.group),
+          queueLimit: GROUP_LIMIT,
+        }),
+        put: operation({
+          id: 'putGroup',
+          summary: "Create an endpoint group (201) or replace its URLs (200); each URL is checked as a task's url is",
+          scope: 'admin',
+          body: json(groupSchema),
+          ok: answer(answers.group),
+          okStatus: '201',
+          also: { '200': answer(answers.group) },
+          queueLimit: GROUP_LIMIT,
+        }),
+        delete: operation({
+          id: 'deleteGroup',
+          summary: 'Delete an endpoint group (the tasks it made are left alone)',
+          scope: 'admin',
+          ok: null as unknown as object,
+          okStatus: '204',
+          queueLimit: GROUP_LIMIT,
         }),
       },
       '/v1/webhooks/secret': {

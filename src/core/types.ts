@@ -148,6 +148,8 @@ export const LIMITS = Object.freeze({
   maxAttempts: 1_000,
   maxLeaseMs: 12 * 3_600_000,
   maxDelayMs: 365 * 24 * 3_600_000,
+  /** URLs an endpoint group holds at most (0025_groups.sql's CHECK says it too). */
+  groupUrls: 100,
   /** The longest a task keeps its dedup key after it finishes (`dedup_ttl_ms`; 0024_dedup_ttl.sql's CHECK says it too). */
   maxDedupTtlMs: 30 * 24 * 3_600_000,
   /** The longest period of a rate limit. */

@@ -22,6 +22,11 @@ export interface Rate {
 export interface EnqueueRequest {
   /** Endpoint to push to. Default: the queue's `url`; none for a task of a pull queue. */
   url?: string;
+  /**
+   * Instead of `url`: an endpoint group (PUT /v1/groups/:name). The task becomes one task per URL
+   * of the group, in one transaction, answered `{ tasks: [...] }`. Not with `dedup_key` or `debounce`.
+   */
+  group?: string;
   /** Default `default`. */
   queue?: string;
   /** Any JSON value, sent as application/json. */
@@ -160,6 +165,20 @@ export interface TaskDetail extends TaskView {
   body?: unknown;
   body_text?: string | null;
   attempt_history: AttemptView[];
+}
+
+/** An endpoint group (GET /v1/groups/:name): a name for the URLs an enqueue naming it fans out to. */
+export interface GroupView {
+  name: string;
+  /** As the target check wrote each: one task per URL, in this order. */
+  urls: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface GroupList {
+  groups: GroupView[];
+  next_cursor: string | null;
 }
 
 export interface TaskList {

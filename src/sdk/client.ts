@@ -61,9 +61,12 @@ export class SluiceClient {
   /**
    * Enqueues one task. A retry after a network error may enqueue it twice unless it has a
    * `dedup_key`: give one to tasks that must not run twice (and a `dedup_ttl_ms` to keep the key
-   * after the task finished, for a retry that comes after it ran).
+   * after the task finished, for a retry that comes after it ran). With `group` instead of `url`:
+   * one task per URL of the endpoint group, all or none, answered `{ tasks }`.
    */
-  enqueue(task: EnqueueRequest): Promise<EnqueuedTask> {
+  enqueue(task: EnqueueRequest & { group: string }): Promise<{ tasks: EnqueuedTask[] }>;
+  enqueue(task: EnqueueRequest): Promise<EnqueuedTask>;
+  enqueue(task: EnqueueRequest): Promise<EnqueuedTask | { tasks: EnqueuedTask[] }> {
     return this.#request('POST', '/v1/tasks', task);
   }
 

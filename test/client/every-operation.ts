@@ -39,7 +39,7 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   done('getDocs');
 
   const one = await writer.POST('/v1/tasks', { body: { queue, url: `${s.endpointUrl}/one`, body: { n: 1 } } });
-  check(one.response.status === 201 && one.data && !one.data.deduplicated, 'enqueue');
+  check(one.response.status === 201 && one.data && 'deduplicated' in one.data && !one.data.deduplicated, 'enqueue');
   done('enqueueTask');
   const batch = await writer.POST('/v1/tasks/batch', {
     body: {
@@ -180,6 +180,27 @@ export async function everyOperation(s: Setup): Promise<string[]> {
   check(forwarding.data?.issuer === 'sluice-forward' && forwarding.data.webhook_secret?.startsWith('whsec_'), 'forwarding');
   done('getForwarding');
 
+  // Endpoint groups: put, replaced, read, listed and deleted (no task names it here: each would
+  // add pushes this program does not wait for).
+  const group = { params: { path: { name: 'client-fanout' } } };
+  const made = await admin.PUT('/v1/groups/{name}', { ...group, body: { urls: [`${s.endpointUrl}/a`] } });
+  check(made.response.status === 201 && made.data?.urls.length === 1, 'put group');
+  const replaced = await admin.PUT('/v1/groups/{name}', { ...group, body: { urls: [`${s.endpointUrl}/a`, `${s.endpointUrl}/b`] } });
+  check(replaced.response.status === 200 && replaced.data?.urls.length === 2, 'replace group');
+  done('putGroup');
+  const shownGroup = await admin.GET('/v1/groups/{name}', group);
+  check(shownGroup.data?.name === 'client-fanout' && shownGroup.data.urls[1] === `${s.endpointUrl}/b`, 'get group');
+  done('getGroup');
+  const listedGroups = await admin.GET('/v1/groups', { params: { query: { limit: 10 } } });
+  check(
+    listedGroups.data?.groups.some((g) => g.name === 'client-fanout'),
+    'list groups',
+  );
+  done('listGroups');
+  const ungrouped = await admin.DELETE('/v1/groups/{name}', group);
+  check(ungrouped.response.status === 204, 'delete group');
+  done('deleteGroup');
+
   // Waits: a parent enqueues a child (delayed, so it stays pending) and waits for it; then the
   // parent is cancelled, and its child with it.
   await writer.POST('/v1/tasks', { body: { queue: 'family', url: `${s.endpointUrl}/parent` } });
@@ -188,7 +209,7 @@ export async function everyOperation(s: Setup): Promise<string[]> {
     body: { queue: 'family', url: `${s.endpointUrl}/child`, parent_id: parent.taskId, delay_ms: 3_600_000 },
   });
   const waiting = await leaseAs(parent).POST('/v1/leases/{lease_id}/wait', { ...params(parent), body: {} });
-  check(waiting.data?.status === 'waiting' && waiting.data.waiting_on[0] === child.data?.id, 'wait');
+  check(child.data && 'id' in child.data && waiting.data?.status === 'waiting' && waiting.data.waiting_on[0] === child.data.id, 'wait');
   done('waitForChildren');
   const children = await writer.GET('/v1/tasks/{id}/children', { params: { path: { id: parent.taskId } } });
   check(children.data?.children[0]?.parent_id === parent.taskId, 'children');

@@ -34,6 +34,8 @@ beforeAll(async () => {
     }),
     dispatch: false,
   });
+  // A group for enqueues to fan out to (and for the group routes to find, change and delete).
+  await t.db.query(`insert into sluice.groups (name, urls) values ('fanout', array['http://127.0.0.1:9/a', 'http://127.0.0.1:9/b'])`);
 });
 afterAll(async () => {
   await sluice?.close();
@@ -49,6 +51,7 @@ const segment = fc.oneof(
     '9223372036854775808',
     'default',
     'tenants',
+    'fanout',
     '00000000-0000-0000-0000-000000000000',
     encodeURIComponent('https://example.com'),
     encodeURIComponent('http://127.0.0.1:9'),
@@ -91,6 +94,11 @@ const jsonBody = fc.oneof(
       concurrency_key: fc.oneof(fc.string({ unit: 'binary', maxLength: 20 }), fc.constant(null)),
       dedup_key: fc.string({ unit: 'binary', maxLength: 10 }),
       dedup_ttl_ms: fc.oneof(fc.integer(), fc.double(), fc.string(), fc.constant(null)),
+      group: fc.oneof(fc.constantFrom('fanout', 'none'), fc.string({ unit: 'binary', maxLength: 10 }), fc.integer()),
+      urls: fc.oneof(
+        fc.array(fc.oneof(fc.constant('http://127.0.0.1:9/x'), fc.string({ unit: 'binary', maxLength: 30 })), { maxLength: 3 }),
+        fc.jsonValue({ maxDepth: 2 }),
+      ),
       headers: fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ unit: 'binary', maxLength: 8 }), { maxKeys: 3 }),
       tasks: fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 }),
       concurrency: fc.oneof(fc.integer(), fc.constant(null), fc.boolean()),
@@ -153,6 +161,7 @@ const UNDOCUMENTED = [
   'GET /dashboard/dead',
   'GET /dashboard/waiting',
   'GET /dashboard/endpoints',
+  'GET /dashboard/groups',
   'GET /dashboard/confirm/:a',
   'POST /dashboard/actions/:a',
   'PATCH /v1/tasks',

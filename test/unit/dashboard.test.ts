@@ -9,6 +9,7 @@ import { createApp } from '../../src/api/app.ts';
 import { bar } from '../../src/api/dashboard/format.ts';
 import { sameOrigin } from '../../src/api/dashboard/guard.ts';
 import { endpointsView, worstFirst } from '../../src/api/dashboard/pages/endpoints.ts';
+import { groupsView } from '../../src/api/dashboard/pages/groups.ts';
 import { taskPage } from '../../src/api/dashboard/pages/tasks.ts';
 import { quantile } from '../../src/api/dashboard/quantiles.ts';
 import { SESSION_TTL_MS, signSession, verifySession } from '../../src/api/dashboard/session.ts';
@@ -293,5 +294,23 @@ describe('the endpoints page', () => {
     // The replay form asks the confirmation page, which counts before anything is redriven.
     expect(page).toContain('<form class="filters" method="get" action="/dashboard/confirm/redrive-matching">');
     for (const field of ['queue', 'url_prefix', 'since', 'until']) expect(page).toContain(`name="${field}"`);
+  });
+});
+
+describe('the groups page', () => {
+  it('lists each group with its URLs, escaped, and says when more are not shown', () => {
+    const at = new Date('2026-11-29T10:00:00Z');
+    const group = {
+      name: 'billing',
+      urls: ['https://a.example.com/hook?x=1&y=<2>', 'https://b.example.com/hook'],
+      createdAt: at,
+      updatedAt: at,
+    };
+    const page = String(groupsView([group], true));
+    expect(page).toContain('<td><b>billing</b></td>');
+    expect(page).toContain('<code>https://a.example.com/hook?x=1&amp;y=&lt;2&gt;</code><br><code>https://b.example.com/hook</code>');
+    expect(page).toContain('<td class="n">2</td>');
+    expect(page).toContain('The first 1 by name');
+    expect(String(groupsView([], false))).toContain('No groups yet.');
   });
 });

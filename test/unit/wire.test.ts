@@ -33,6 +33,8 @@ describe('the wire format', () => {
     expectTypeOf<wire.ConcurrencyView>().toEqualTypeOf<Answer<typeof answers.queueConcurrency>>();
     expectTypeOf<wire.ScheduleView>().toEqualTypeOf<Answer<typeof answers.schedule>>();
     expectTypeOf<wire.PulledTask>().toEqualTypeOf<Answer<typeof answers.pulledTask>>();
+    expectTypeOf<wire.GroupView>().toEqualTypeOf<Answer<typeof answers.group>>();
+    expectTypeOf<wire.GroupList>().toEqualTypeOf<Answer<typeof answers.groupList>>();
     expectTypeOf<wire.EndpointView>().toEqualTypeOf<Answer<typeof answers.endpoint>>();
     expectTypeOf<wire.RedriveResult>().toEqualTypeOf<Answer<typeof answers.redriven>>();
   });

@@ -7,6 +7,7 @@ import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { NotFoundError, SluiceError } from '../../core/errors.ts';
 import { endpointsList } from '../../db/endpoints.ts';
+import { groupList } from '../../db/groups.ts';
 import { metricsRead } from '../../db/metrics.ts';
 import { taskCountDead } from '../../db/tasks.ts';
 import { authenticateKey } from '../auth.ts';
@@ -20,6 +21,7 @@ import { contentSecurityPolicy, overHttps, sameOrigin, securityHeaders } from '.
 import { type PageOptions, page, SCRIPT, STYLE } from './layout.ts';
 import { endpointsView, worstFirst } from './pages/endpoints.ts';
 import { confirmView, errorView, loginView } from './pages/forms.ts';
+import { groupsView } from './pages/groups.ts';
 import { queuesView } from './pages/queues.ts';
 import { queuePage, slotsFragment } from './pages/slots.ts';
 import { deadView, type TaskFilters, taskListView, taskPage } from './pages/tasks.ts';
@@ -200,6 +202,18 @@ dashboard.get('/dead', async (c) => {
   ]);
   return render(c, { title: 'Dead letters', section: '/dead' }, deadView(tasks, query, names, nextCursor, matching, DEAD_COUNT_CAP));
 });
+
+dashboard.get('/groups', async (c) => {
+  const groups = await groupList(c.var.db, { limit: GROUPS_SHOWN + 1 });
+  return render(
+    c,
+    { title: 'Endpoint groups', section: '/groups' },
+    groupsView(groups.slice(0, GROUPS_SHOWN), groups.length > GROUPS_SHOWN),
+  );
+});
+
+/** Groups the page shows, by name. */
+const GROUPS_SHOWN = 200;
 
 dashboard.get('/waiting', async (c) => {
   const read = await metricsRead(c.var.db, 0);

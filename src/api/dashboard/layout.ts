@@ -66,6 +66,7 @@ const NAV = [
   ['/tasks', 'Tasks'],
   ['/dead', 'Dead letters'],
   ['/waiting', 'Waiting time'],
+  ['/groups', 'Groups'],
   ['/endpoints', 'Endpoints'],
 ] as const;
 

@@ -45,6 +45,7 @@ const REFUSED: Record<string, string> = {
   expires_at: 'a firing has no fixed deadline; give ttl_ms, which counts from each slot',
   dedup_key: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
   dedup_ttl_ms: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
+  group: 'a firing enqueues one task: give its `url` (a group becomes one task per URL when a call enqueues it)',
   debounce: 'each slot fires once already; use `overlap` to decide what a firing does while the previous one is unfinished',
   parent_id: 'a firing has no parent: a parent task enqueues its children during its own run, and waits on them there',
   traceparent: 'each firing would join one trace forever; a firing starts no trace (its handler may start one)',

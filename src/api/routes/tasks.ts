@@ -10,6 +10,7 @@ import type { Answer, children as childList, enqueued, enqueuedBatch, taskList }
 import { requireScope } from '../auth.ts';
 import { prefersMinimal, readJson } from '../body.ts';
 import type { AppEnv } from '../context.ts';
+import { expandGroups } from '../groups.ts';
 import { requireUrlOrPull } from '../pull.ts';
 import { requireEnqueueQueues, requireParentsInScope, requireTaskInScope, visibleTask } from '../queue-access.ts';
 import { batchSchema, checkTask } from '../schemas/enqueue.ts';
@@ -21,7 +22,10 @@ export const tasks = new Hono<AppEnv>();
 
 tasks.post('/', requireScope('tasks:write'), async (c) => {
   const raw = await readJson(c.req.raw, LIMITS.requestBytes);
-  const [view] = await enqueue(c, await validateTasks(c, [inheritTrace(raw, trace(c))], ''));
+  const views = await enqueue(c, await validateTasks(c, [inheritTrace(raw, trace(c))], ''));
+  // A task naming a group is one per URL (api/groups.ts): answered as a batch is.
+  if ((raw as { group?: unknown }).group !== undefined) return c.json({ tasks: views } satisfies Answer<typeof enqueuedBatch>, 201);
+  const [view] = views;
   // 200: an existing task answers, a dedup hit, the task a debounced enqueue joined, or the key's task it skipped for.
   return c.json(view, view?.deduplicated || view?.debounced || view?.skipped ? 200 : 201);
 });
@@ -97,17 +101,21 @@ const trace = (c: Context<AppEnv>) => requestTrace(c.req.header('traceparent'), 
  */
 async function validateTasks(c: Context<AppEnv>, items: readonly unknown[], prefix: string): Promise<NewTask[]> {
   const issues: FieldIssue[] = [];
-  const out: NewTask[] = [];
+  const checked: Array<{ task: NewTask; group?: string }> = [];
   const at = (i: number) => (prefix === '' ? '' : `${prefix}.${i}`);
   requireEnqueueQueues(c.var.queueScope, items, (i) => (prefix === '' ? 'queue' : `${at(i)}.queue`));
   items.forEach((item, i) => {
-    const checked = checkTask(item, c.var.config, at(i));
-    if ('issues' in checked) issues.push(...checked.issues);
-    else out.push(checked.task);
+    const one = checkTask(item, c.var.config, at(i));
+    if ('issues' in one) issues.push(...one.issues);
+    else checked.push(one);
   });
   if (issues.length > 0) throw new ValidationError(issues);
+  // Groups become one task per URL in their items' places (api/groups.ts).
+  const out = await expandGroups(c.var.db, checked, (i) => (prefix === '' ? 'group' : `${at(i)}.group`), prefix || 'group');
   await requireParentsInScope(c.var.db, c.var.queueScope, out);
-  await requireUrlOrPull(c.var.db, c.var.config, out, (i) => (prefix === '' ? 'url' : `${at(i)}.url`));
+  // The items as sent, so that a path names one; a group's tasks have its URLs.
+  const sent = checked.map((x) => (x.group === undefined ? x.task : { queue: x.task.queue, url: x.group }));
+  await requireUrlOrPull(c.var.db, c.var.config, sent, (i) => (prefix === '' ? 'url' : `${at(i)}.url`));
   return out;
 }
 

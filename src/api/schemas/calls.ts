@@ -72,6 +72,21 @@ export const scheduleListQuerySchema = z
   })
   .strict();
 
+/** An endpoint group's name (PUT /v1/groups/:name, an enqueue's `group`): held to the rules of queue names. */
+export const groupName = scheduleName;
+
+/** PUT /v1/groups/:name: the URLs, each checked as a task's url is (routes/groups.ts). */
+export const groupSchema = z
+  .object({
+    urls: z
+      .array(text().max(LIMITS.urlChars))
+      .min(1, 'needs at least one URL')
+      .max(LIMITS.groupUrls, `takes at most ${LIMITS.groupUrls} URLs`),
+  })
+  .strict();
+
+export const groupListQuerySchema = scheduleListQuerySchema;
+
 // The lease calls' bodies (routes/leases.ts); every field may be left out.
 
 const optionalText = (max: number) =>

@@ -52,6 +52,16 @@ const timestamp = z.iso.datetime({ offset: true, error: 'must be an RFC 3339 tim
 export const enqueueSchema = z
   .object({
     url: text().max(LIMITS.urlChars).optional(),
+    group: z
+      .string()
+      .max(LIMITS.nameChars)
+      .regex(NAME_PATTERN, 'must start with a letter or digit and use only letters, digits and _ . : -')
+      .optional()
+      .describe(
+        'Instead of `url`: an endpoint group (PUT /v1/groups/:name). The task becomes one task per URL of the group, ' +
+          'written in one transaction, each with the same body and settings and its own retries, lease and limits; ' +
+          'answered 201 {"tasks": [...]} (in a batch, in its place). Not with `dedup_key` or `debounce`.',
+      ),
     queue: z
       .string()
       .max(LIMITS.nameChars)
@@ -146,6 +156,15 @@ export const enqueueSchema = z
         ctx.addIssue({ code: 'custom', path: [b], message: `give either \`${a}\` or \`${b}\`, not both` });
     };
     both('body', 'body_text');
+    if (t.group !== undefined) {
+      both('url', 'group');
+      for (const field of ['dedup_key', 'debounce'] as const) {
+        if (t[field] !== undefined) {
+          const message = 'names one task, and a group makes one per URL: enqueue each URL (GET /v1/groups/:name) with a key of its own';
+          ctx.addIssue({ code: 'custom', path: [field], message });
+        }
+      }
+    }
     if (t.tracestate !== undefined && t.traceparent === undefined)
       ctx.addIssue({ code: 'custom', path: ['tracestate'], message: 'goes with `traceparent`' });
     for (const name of [TRACEPARENT, TRACESTATE] as const) {
@@ -193,7 +212,7 @@ export const batchSchema = z
  * One enqueue request checked whole, in one round: its fields, then what only the configuration
  * can reveal. Issue paths start with `at` (`tasks.3` in a batch, `task` in a schedule).
  */
-export function checkTask(item: unknown, config: Config, at: string): { task: NewTask } | { issues: FieldIssue[] } {
+export function checkTask(item: unknown, config: Config, at: string): { task: NewTask; group?: string } | { issues: FieldIssue[] } {
   const within = (path: string) => (at ? `${at}.${path}` : path);
   const parsed = enqueueSchema.safeParse(item);
   if (!parsed.success) {
@@ -207,7 +226,9 @@ export function checkTask(item: unknown, config: Config, at: string): { task: Ne
     return { issues };
   }
   const resolved = resolveTask(parsed.data, config);
-  return 'issues' in resolved ? { issues: resolved.issues.map((x) => ({ ...x, path: within(x.path) })) } : resolved;
+  if ('issues' in resolved) return { issues: resolved.issues.map((x) => ({ ...x, path: within(x.path) })) };
+  // A group's task has no url yet: it becomes one task per URL of the group (api/groups.ts).
+  return parsed.data.group === undefined ? resolved : { ...resolved, group: parsed.data.group };
 }
 
 /**
@@ -218,7 +239,7 @@ export function resolveTask(input: EnqueueInput, config: Config): { task: NewTas
   const defaults = queueDefaults(config, input.queue);
   const issues: FieldIssue[] = [];
   // No url: the task is for a pull queue, which the route checks the queue is (api/pull.ts).
-  const url = checkedUrl('url', input.url ?? defaults.url, config, issues);
+  const url = input.group !== undefined ? null : checkedUrl('url', input.url ?? defaults.url, config, issues);
   const callback = resolveCallback(input, config, issues);
   const leaseMs = input.lease_ms ?? defaults.leaseMs;
   // A finished task's dedup record is its history row: kept no longer than the window.

@@ -1,6 +1,7 @@
 /** Every command, in the order `sluice --help` lists them. */
 import type { Command } from '../context.ts';
 import { endpointCommands } from './endpoints.ts';
+import { groupCommands } from './groups.ts';
 import { keyCommands } from './keys.ts';
 import { leaseRelease } from './lease.ts';
 import { listen } from './listen.ts';
@@ -15,6 +16,7 @@ export const COMMANDS: readonly Command[] = [
   ...keyCommands,
   leaseRelease,
   ...taskCommands,
+  ...groupCommands,
   ...endpointCommands,
   tail,
   listen,

@@ -158,6 +158,7 @@ const enqueue: Command = {
       value: 'URL',
       help: "the endpoint to push the task to (the request's url). Default: the queue's url; none for a pull queue",
     },
+    { name: 'group', value: 'NAME', help: 'instead of --endpoint: one task per URL of this endpoint group (see `sluice groups`)' },
     { name: 'queue', value: 'QUEUE', help: 'Default: default' },
     { name: 'body', value: 'JSON', help: 'the body, a JSON value (sent as application/json)' },
     { name: 'key', value: 'KEY', help: 'the concurrency key' },
@@ -176,7 +177,9 @@ const enqueue: Command = {
     const data = parsed.flags.has('data') ? jsonFlag(parsed, 'data') : {};
     if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new UsageError('--data must be a JSON object');
     const request = { ...data, ...enqueueFields(parsed) } as EnqueueRequest;
-    const task = await api.post<EnqueuedTask>('/v1/tasks', request);
+    const task = await api.post<EnqueuedTask | { tasks: EnqueuedTask[] }>('/v1/tasks', request);
+    // A group's task is one per URL of the group.
+    if ('tasks' in task) return out.result(task, () => task.tasks.map((t) => `enqueued ${stateLine(t)}`).join('\n'));
     out.result(task, () => (task.deduplicated ? `deduplicated: ${stateLine(task)}` : `enqueued ${stateLine(task)}`));
   },
 };
@@ -184,6 +187,7 @@ const enqueue: Command = {
 function enqueueFields(parsed: Parsed): Record<string, unknown> {
   const fields: Record<string, unknown> = {
     url: stringFlag(parsed, 'endpoint'),
+    group: stringFlag(parsed, 'group'),
     queue: stringFlag(parsed, 'queue'),
     concurrency_key: stringFlag(parsed, 'key'),
     concurrency_limit: intFlag(parsed, 'key-limit'),
