@@ -1,7 +1,7 @@
 /**
  * What the API answers, once, as zod schemas: the one source of every answer's shape.
  *
- * - The OpenAPI document's answers are generated from these (openapi-schemas.ts).
+ * - The OpenAPI document's answers are generated from these (openapi/schemas.ts).
  * - The routes and views build values of their output types (`satisfies` / return types), so
  *   a route that adds, drops or retypes a field does not compile.
  * - The SDK's wire types (src/protocol/wire.ts) are written out by hand, so that the SDK

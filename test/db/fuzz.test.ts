@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';

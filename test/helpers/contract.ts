@@ -8,7 +8,7 @@
  * checked; a documented one (503) is.
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 
 type Content = Record<string, { schema: object }>;
 type Operation = { responses: Record<string, { content?: Content }> };

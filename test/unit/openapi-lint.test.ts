@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 import { requireInstalled } from '../client/installed.ts';
 import { ROOT } from '../helpers/process.ts';
 

@@ -6,7 +6,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 import type * as answers from '../../src/api/answers.ts';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 import type { redriveSchema } from '../../src/api/schemas/calls.ts';
 import { enqueueSchema } from '../../src/api/schemas/enqueue.ts';
 import type { queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';

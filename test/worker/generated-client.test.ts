@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 import { type NodeSluice, startNodeSluice } from '../../src/node/server.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import { requireInstalled } from '../client/installed.ts';

@@ -7,7 +7,7 @@
  * missing one; listings hold only its queues. A route added without a probe fails the first test.
  */
 import { describe, expect, it } from 'vitest';
-import { openApiDocument } from '../../src/api/openapi.ts';
+import { openApiDocument } from '../../src/api/openapi/document.ts';
 import { moveStragglers } from '../../src/db/history.ts';
 import { generateApiKey } from '../../src/security/api-keys.ts';
 import type { TestDatabase } from '../helpers/db.ts';

@@ -4,7 +4,7 @@ import { type SchemaState, schemaProblem, schemaState } from '../../db/migrate.t
 import { FORWARD_JWKS_PATH } from '../../protocol/signature.ts';
 import type { Answer, health } from '../answers.ts';
 import type { AppEnv } from '../context.ts';
-import { openApiDocument } from '../openapi.ts';
+import { openApiDocument } from '../openapi/document.ts';
 
 export const meta = new Hono<AppEnv>();
 

@@ -1,11 +1,11 @@
 /**
  * The OpenAPI document's schemas: requests as JSON Schema from the zod schemas the API validates
- * with (schemas/), answers from the zod schemas of answers.ts.
+ * with (../schemas/), answers from the zod schemas of ../answers.ts.
  * test/helpers/contract.ts checks every answer a test receives against them.
  */
 import { z } from 'zod';
-import { components } from './answers.ts';
-import { scheduleSchema } from './schemas/calls.ts';
+import { components } from '../answers.ts';
+import { scheduleSchema } from '../schemas/calls.ts';
 
 const COMPONENTS = '#/components/schemas/';
 
