@@ -4,15 +4,11 @@
  */
 
 import type {
-  ConcurrencyView,
-  EndpointView,
   EnqueuedRef,
   EnqueuedTask,
   EnqueueRequest,
   PulledTask,
   PullRequest,
-  QueueSettingsPatch,
-  QueueView,
   RedriveRequest,
   RedriveResult,
   TaskDetail,
@@ -20,6 +16,7 @@ import type {
   TaskStatus,
   TaskView,
 } from '../protocol/wire.ts';
+import type { ConcurrencyView, EndpointView, QueueSettingsPatch, QueueView } from '../protocol/wire-queues.ts';
 import { SluiceApiError } from './errors.ts';
 
 export interface ClientOptions {

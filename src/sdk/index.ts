@@ -3,6 +3,7 @@
 export { HEADERS } from '../protocol/headers.ts';
 export { type PushClaims, type SignatureCheck, SignatureError, verifyPush } from '../protocol/signature.ts';
 export type * from '../protocol/wire.ts';
+export type * from '../protocol/wire-queues.ts';
 export {
   type FastifyScopeLike,
   type LambdaEvent,

@@ -10,7 +10,8 @@ import { openApiDocument } from '../../src/api/openapi/document.ts';
 import type { redriveSchema } from '../../src/api/schemas/calls.ts';
 import { enqueueSchema } from '../../src/api/schemas/enqueue.ts';
 import type { queueSettingsPatchSchema } from '../../src/core/queue-settings.ts';
-import type * as wire from '../../src/protocol/wire.ts';
+// The SDK's types as its users import them (src/protocol/wire.ts and wire-queues.ts).
+import type * as wire from '../../src/sdk/index.ts';
 
 type Answer<T extends z.ZodType> = z.output<T>;
 

@@ -2,7 +2,8 @@
  * `sluice endpoints [pause | resume ORIGIN]`: the origins Sluice pushes to and their health; and
  * `sluice tasks replay`: redrive the dead tasks that match (POST /v1/tasks/redrive).
  */
-import type { EndpointView, RedriveRequest, RedriveResult } from '../../protocol/wire.ts';
+import type { RedriveRequest, RedriveResult } from '../../protocol/wire.ts';
+import type { EndpointView } from '../../protocol/wire-queues.ts';
 import { stringFlag } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { clean, table, time } from '../output.ts';

@@ -1,5 +1,5 @@
 /** `sluice groups list | get | set | delete`: endpoint groups, URLs an enqueue naming the group fans out to (admin key). */
-import type { GroupList, GroupView } from '../../protocol/wire.ts';
+import type { GroupList, GroupView } from '../../protocol/wire-queues.ts';
 import { intFlag, stringFlag } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';

@@ -1,5 +1,5 @@
 /** `sluice queues set | reset | pause | resume`: run-time overrides of a queue (admin key). */
-import type { KeyStrategy, QueueSettingsPatch, QueueView } from '../../protocol/wire.ts';
+import type { KeyStrategy, QueueSettingsPatch, QueueView } from '../../protocol/wire-queues.ts';
 import { type FlagSpec, intFlag, type Parsed } from '../args.ts';
 import { type Command, seg } from '../context.ts';
 import { UsageError } from '../errors.ts';

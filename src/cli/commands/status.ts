@@ -1,5 +1,5 @@
 /** `sluice status [QUEUE]`: queues at a glance; one queue with its settings and who holds its slots. */
-import type { ConcurrencyView, LearningLevelView, QueueView, SlotView } from '../../protocol/wire.ts';
+import type { ConcurrencyView, LearningLevelView, QueueView, SlotView } from '../../protocol/wire-queues.ts';
 import { type Command, seg } from '../context.ts';
 import { type Cell, sourced, span, table, time } from '../output.ts';
 import { type RateInUse, type RateSetting, rateSetting, rateUse } from '../rates.ts';
