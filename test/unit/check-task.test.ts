@@ -1,6 +1,6 @@
-/** What only the configuration reveals about an enqueue request (src/api/schemas/enqueue.ts `checkTask`). */
+/** What only the configuration reveals about an enqueue request (src/api/schemas/resolve.ts `checkTask`). */
 import { describe, expect, it } from 'vitest';
-import { checkTask } from '../../src/api/schemas/enqueue.ts';
+import { checkTask } from '../../src/api/schemas/resolve.ts';
 import { loadConfig } from '../../src/config.ts';
 import { makeSecrets, testEnv } from '../helpers/config.ts';
 

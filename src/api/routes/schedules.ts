@@ -33,7 +33,7 @@ import type { AppEnv } from '../context.ts';
 import { requireUrlOrPull } from '../pull.ts';
 import { requireEnqueueQueues, requireScheduleInScope } from '../queue-access.ts';
 import { scheduleListQuerySchema, scheduleName, scheduleSchema } from '../schemas/calls.ts';
-import { checkTask } from '../schemas/enqueue.ts';
+import { checkTask } from '../schemas/resolve.ts';
 import { bodyView } from '../task-answers.ts';
 
 export const schedules = new Hono<AppEnv>();
