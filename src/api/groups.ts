@@ -6,8 +6,8 @@
 import { type FieldIssue, ValidationError } from '../core/errors.ts';
 import { LIMITS } from '../core/types.ts';
 import type { Queryable } from '../db/db.ts';
-import type { NewTask } from '../db/enqueue.ts';
 import { type Group, groupsNamed } from '../db/groups.ts';
+import type { NewTask } from '../db/new-task.ts';
 import { checkTarget } from '../security/targets.ts';
 import type { Answer, group as groupAnswer } from './answers.ts';
 

@@ -15,7 +15,7 @@ import type { Poke } from '../core/wake.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
-import type { NewTask } from '../db/enqueue.ts';
+import type { NewTask } from '../db/new-task.ts';
 import { queueOverride, queueOverrides } from '../db/queues.ts';
 import { leasesTakeBack } from '../db/settle.ts';
 import { HEADERS } from '../protocol/headers.ts';

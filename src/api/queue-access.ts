@@ -9,7 +9,7 @@ import { NAME_PATTERN } from '../config-fields.ts';
 import { type FieldIssue, NotFoundError, QueueNotAllowedError, ValidationError } from '../core/errors.ts';
 import { isTaskId, LIMITS } from '../core/types.ts';
 import type { Queryable } from '../db/db.ts';
-import type { NewTask } from '../db/enqueue.ts';
+import type { NewTask } from '../db/new-task.ts';
 import { taskQueue, unfinishedTaskQueues } from '../db/queue-scope.ts';
 import { scheduleGet } from '../db/schedules.ts';
 import { type QueueScope, queueAllowed } from '../security/api-keys.ts';

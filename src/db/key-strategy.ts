@@ -6,8 +6,9 @@
  */
 import type { KeyStrategy } from '../core/queue-settings.ts';
 import type { Queryable } from './db.ts';
-import type { Enqueued, NewTask } from './enqueue.ts';
+import type { Enqueued } from './enqueue.ts';
 import { archiveCtes } from './history.ts';
+import type { NewTask } from './new-task.ts';
 import { UNFINISHED_SQL } from './rows.ts';
 
 export interface QueueKey {

@@ -5,7 +5,7 @@
 import { ConflictError } from '../core/errors.ts';
 import type { Overlap } from '../core/schedule.ts';
 import type { Queryable } from './db.ts';
-import { type NewTask, type TaskInputRow, toInputRow } from './enqueue.ts';
+import { type NewTask, type TaskInputRow, toInputRow } from './new-task.ts';
 import { inQueueScope } from './queue-scope.ts';
 import { DEFAULT_CONTENT_TYPE } from './rows.ts';
 

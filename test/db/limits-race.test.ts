@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.ts';
-import { type NewTask, taskInsertMany } from '../../src/db/enqueue.ts';
+import { taskInsertMany } from '../../src/db/enqueue.ts';
+import type { NewTask } from '../../src/db/new-task.ts';
 import { keyLimitPut } from '../../src/db/queues.ts';
 import type { RunReport } from '../../src/dispatcher/report.ts';
 import { dispatchRun } from '../../src/dispatcher/run.ts';

@@ -1,6 +1,6 @@
 /** Building tasks for db-tier tests, every field set as the API would set it. */
 import { DEFAULT_RETRY } from '../../src/core/types.ts';
-import type { NewTask } from '../../src/db/enqueue.ts';
+import type { NewTask } from '../../src/db/new-task.ts';
 
 export function newTask(overrides: Partial<NewTask> = {}): NewTask {
   return {

@@ -10,7 +10,7 @@ import { keepMs } from '../../core/retention.ts';
 import { textProblem } from '../../core/text.ts';
 import { TRACEPARENT, TRACESTATE } from '../../core/trace.ts';
 import { LIMITS } from '../../core/types.ts';
-import type { Callback, NewTask } from '../../db/enqueue.ts';
+import type { Callback, NewTask } from '../../db/new-task.ts';
 import { checkTarget } from '../../security/targets.ts';
 import { type EnqueueInput, enqueueSchema } from './enqueue.ts';
 
