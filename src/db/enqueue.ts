@@ -8,21 +8,9 @@ import type { Task, TaskStatus } from '../core/types.ts';
 import { type Db, prepared, type Queryable } from './db.ts';
 import { type Debounce, debounceJoin, debounceRecord } from './debounce.ts';
 import { DEDUP_RACED_CTE, dedupHoldersSql, keyNotHeldAfterFinish } from './dedup-ttl.ts';
-import { insertWithKeyStrategies, type KeyCancelled, keyStrategyMayApply } from './key-strategy.ts';
-import { INPUT_COLUMNS, inputColumns, type NewTask } from './new-task.ts';
+import { insertWithKeyStrategies, keyStrategyMayApply } from './key-strategy.ts';
+import { type Enqueued, INPUT_COLUMNS, inputColumns, type NewTask } from './new-task.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toTask, UNFINISHED_SQL } from './rows.ts';
-
-export interface Enqueued<T = Task> {
-  task: T;
-  /** True when an unfinished task with the same `dedup_key` was returned instead. */
-  deduplicated: boolean;
-  /** For a task with `debounce`: true when it joined an earlier task, which is `task`. */
-  debounced?: boolean;
-  /** Under `key_strategy: cancel_newest`: true when the key had an unfinished task, which is `task`; nothing was made. */
-  skipped?: boolean;
-  /** Leases its key strategy ended (`cancel_in_progress`): their slots are free, their pushes' answers find no lease. */
-  endedLeases?: readonly KeyCancelled[];
-}
 
 /** What a lean enqueue reads back of each task: where it went, and when it comes due. */
 export interface TaskRef {

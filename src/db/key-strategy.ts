@@ -6,9 +6,8 @@
  */
 import type { KeyStrategy } from '../core/queue-settings.ts';
 import type { Queryable } from './db.ts';
-import type { Enqueued } from './enqueue.ts';
 import { archiveCtes } from './history.ts';
-import type { NewTask } from './new-task.ts';
+import type { Enqueued, KeyCancelled, NewTask } from './new-task.ts';
 import { UNFINISHED_SQL } from './rows.ts';
 
 export interface QueueKey {
@@ -70,14 +69,6 @@ export async function keyTasksUnfinished(q: Queryable, keys: readonly QueueKey[]
 export interface CancelRoots {
   keys: ReadonlyArray<QueueKey & { running: boolean }>;
   ids: readonly string[];
-}
-
-/** A task a key strategy cancelled; `leaseId` when it was leased (its lease ended with it). */
-export interface KeyCancelled {
-  id: string;
-  queue: string;
-  key: string | null;
-  leaseId: string | null;
 }
 
 /**

@@ -1,10 +1,10 @@
 /**
- * A task to insert (`NewTask`, every default resolved), and how the enqueue's statement takes it:
- * one typed array per column (`inputColumns`), from its snake_case row (`toInputRow`), the form
- * schedules keep their template in too.
+ * A task to insert (`NewTask`, every default resolved), what its enqueue answers (`Enqueued`),
+ * and how the enqueue's statement takes it: one typed array per column (`inputColumns`), from
+ * its snake_case row (`toInputRow`), the form schedules keep their template in too.
  */
 import type { KeyStrategy } from '../core/queue-settings.ts';
-import type { Backoff, HttpMethod } from '../core/types.ts';
+import type { Backoff, HttpMethod, Task } from '../core/types.ts';
 import type { Debounce } from './debounce.ts';
 import { toBackoffJson } from './rows.ts';
 
@@ -41,6 +41,26 @@ export interface NewTask {
   callback?: Callback | null;
   /** Its queue's `key_strategy` in SLUICE_QUEUES (default `queue`); a run-time override wins, read at the insert (db/key-strategy.ts). */
   keyStrategy?: KeyStrategy;
+}
+
+export interface Enqueued<T = Task> {
+  task: T;
+  /** True when an unfinished task with the same `dedup_key` was returned instead. */
+  deduplicated: boolean;
+  /** For a task with `debounce`: true when it joined an earlier task, which is `task`. */
+  debounced?: boolean;
+  /** Under `key_strategy: cancel_newest`: true when the key had an unfinished task, which is `task`; nothing was made. */
+  skipped?: boolean;
+  /** Leases its key strategy ended (`cancel_in_progress`): their slots are free, their pushes' answers find no lease. */
+  endedLeases?: readonly KeyCancelled[];
+}
+
+/** A task a key strategy cancelled; `leaseId` when it was leased (its lease ended with it). */
+export interface KeyCancelled {
+  id: string;
+  queue: string;
+  key: string | null;
+  leaseId: string | null;
 }
 
 /** A task's callbacks, with the retry settings of the notification (the queue `callbacks`'s). */
