@@ -243,6 +243,26 @@ const PROBES: Record<string, (p: Probe) => Promise<void>> = {
     expect(row?.paused_by).toBe('hand');
     expect((await p.root('POST', `/v1/endpoints/${origin}/resume`)).body).toMatchObject({ state: 'healthy' });
   },
+  // A group is no queue's: its URLs receive tasks of any queue. Refused, and nothing changed.
+  'GET /v1/groups': async (p) => {
+    refused(await p.call('GET', '/v1/groups'), 'groups');
+    expect((await p.root('GET', '/v1/groups')).status).toBe(200);
+  },
+  'GET /v1/groups/{name}': async (p) => {
+    await p.root('PUT', '/v1/groups/fanout-read', { urls: [`${p.base}/a`] });
+    refused(await p.call('GET', '/v1/groups/fanout-read'), 'group');
+    expect((await p.root('GET', '/v1/groups/fanout-read')).status).toBe(200);
+  },
+  'PUT /v1/groups/{name}': async (p) => {
+    refused(await p.call('PUT', '/v1/groups/fanout-put', { urls: [`${p.base}/a`] }), 'put group');
+    expect(await p.db.query(`select 1 from sluice.groups where name = 'fanout-put'`)).toEqual([]);
+    expect((await p.root('PUT', '/v1/groups/fanout-put', { urls: [`${p.base}/a`] })).status).toBe(201);
+  },
+  'DELETE /v1/groups/{name}': async (p) => {
+    await p.root('PUT', '/v1/groups/fanout-delete', { urls: [`${p.base}/a`] });
+    refused(await p.call('DELETE', '/v1/groups/fanout-delete'), 'delete group');
+    expect(await p.db.query(`select 1 from sluice.groups where name = 'fanout-delete'`)).toEqual([{ '?column?': 1 }]);
+  },
   'GET /v1/queues': async (p) => {
     await p.task('secret');
     const names = ((await p.call('GET', '/v1/queues')).body.queues as Array<{ name: string }>).map((q) => q.name);
