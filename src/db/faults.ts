@@ -38,3 +38,12 @@ export function isSchemaMismatch(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
   return typeof code === 'string' && ['3F000', '42P01', '42703', '42883'].includes(code);
 }
+
+/**
+ * What to log of an error: a fault that passes (the database away, a connection lost) as its
+ * message alone, one line, since the caller tries again and says so each time; anything else
+ * whole, with its stack.
+ */
+export function loggable(error: unknown): unknown {
+  return isTransientDbError(error) && error instanceof Error ? error.message : error;
+}

@@ -9,6 +9,7 @@
 import type { Config } from '../config.ts';
 import type { Queryable } from '../db/db.ts';
 import { endpointsSweep } from '../db/endpoints.ts';
+import { isTransientDbError, loggable } from '../db/faults.ts';
 import { taskCountsRefresh } from '../db/metrics.ts';
 import { sweepFinished, sweepIntervalMs } from './retention.ts';
 import { withDbRetry } from './retry-db.ts';
@@ -43,6 +44,8 @@ export class Chores {
   /** When each chore may run next (epoch ms); absent = now. */
   readonly #next = new Map<ChoreName, number>();
   readonly #running = new Map<ChoreName, Promise<void>>();
+  /** Chores whose last turn found the database not answering (said once). */
+  readonly #unreachable = new Set<ChoreName>();
 
   constructor(config: Config, log: Pick<Console, 'error'> = console) {
     this.#config = config;
@@ -67,8 +70,18 @@ export class Chores {
     const run = chore
       .run(db, this.#config)
       .then(
-        () => {},
-        (error: unknown) => this.#log.error(`sluice: the ${chore.name} chore failed`, error),
+        () => {
+          this.#unreachable.delete(chore.name);
+        },
+        (error: unknown) => {
+          // A database that does not answer is said once, in one line, until a turn succeeds:
+          // a chore tries every second on Node, and a stack a second says nothing more.
+          if (!isTransientDbError(error)) this.#log.error(`sluice: the ${chore.name} chore failed`, error);
+          else if (!this.#unreachable.has(chore.name)) {
+            this.#unreachable.add(chore.name);
+            this.#log.error(`sluice: the ${chore.name} chore failed: ${loggable(error)}; it tries again at each turn`);
+          }
+        },
       )
       .finally(() => this.#running.delete(chore.name));
     this.#running.set(chore.name, run);

@@ -4,6 +4,7 @@
  * due (at most once every `gapMs`) and calls `onDue` then, so that the run reaps, fires and
  * claims as at its start, rather than only when a push ends.
  */
+import { loggable } from '../db/faults.ts';
 import type { Timers } from './timers.ts';
 
 /** The shortest gap between two reads of the next due time within a run. */
@@ -76,7 +77,7 @@ export class DueWatch {
           this.#o.onDue();
         }, ms);
       })
-      .catch((error: unknown) => this.#o.log.warn('sluice: reading the next due time failed', error))
+      .catch((error: unknown) => this.#o.log.warn('sluice: reading the next due time failed:', loggable(error)))
       .finally(() => {
         this.#reading = null;
         this.#o.onReadEnd();

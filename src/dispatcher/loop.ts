@@ -5,8 +5,10 @@
  * a poke during a run makes another run follow it, so no wake-up is lost. `maxSleepMs` is
  * only the fallback for wake-ups that never arrive, and none is made at rest (core/rest.ts).
  */
+
 import { doublingBackoffMs } from '../core/retry.ts';
 import { isStall, wakeAt } from '../core/wake.ts';
+import { loggable } from '../db/faults.ts';
 import type { RunReport } from './report.ts';
 import { DUE_EVENT } from './run-options.ts';
 import { systemTimers, type Timers } from './timers.ts';
@@ -46,7 +48,7 @@ export class DispatchLoop {
     this.#options = { maxSleepMs: options.maxSleepMs, errorBackoffMs: options.errorBackoffMs ?? 250 };
     this.#timers = options.timers ?? systemTimers;
     this.#resting = options.resting ?? (() => false);
-    this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed', e));
+    this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed:', loggable(e)));
   }
 
   /** Work comes due at `atMs` (default: now). Runs now, or makes sure a run starts by then. */

@@ -12,6 +12,7 @@ import { expiryOutcome } from '../core/lease.ts';
 import { taskClaimBatch } from '../db/claim.ts';
 import type { Db } from '../db/db.ts';
 import { nextDueInMs } from '../db/due.ts';
+import { loggable } from '../db/faults.ts';
 import { reapOverdue } from '../db/reap.ts';
 import { type PushDeps, pushTask } from '../push/push.ts';
 import { fetchTransport } from '../push/transport.ts';
@@ -265,7 +266,7 @@ class DispatchRun {
       this.report.fired += fired.fired;
       if (fired.fired > 0) this.#freed = true;
     } catch (error) {
-      this.#log.error('sluice: firing due schedules failed', error);
+      this.#log.error('sluice: firing due schedules failed:', loggable(error));
     }
   }
 
@@ -289,7 +290,7 @@ class DispatchRun {
       );
       if (settled.length > 0) this.#freed = true;
     } catch (error) {
-      this.#log.error('sluice: reaping expired leases failed', error);
+      this.#log.error('sluice: reaping expired leases failed:', loggable(error));
     }
   }
 
@@ -366,7 +367,7 @@ class DispatchRun {
       await this.#settler.flush();
       this.#dueReads.answered(mine, await this.#dueReads.read());
     })()
-      .catch((error: unknown) => this.#log.warn('sluice: reading the next due time failed', error))
+      .catch((error: unknown) => this.#log.warn('sluice: reading the next due time failed:', loggable(error)))
       .finally(() => {
         reading = false;
         this.#background.delete(read);

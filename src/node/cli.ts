@@ -20,7 +20,10 @@ switch (command) {
   case 'migrate': {
     const url = process.env.DATABASE_URL;
     if (!url) fail('DATABASE_URL is not set: export the Postgres connection string first');
-    const applied = await migrateDatabase(url);
+    // A database that refuses (a user, a password, no such database, nothing listening) is one line.
+    const applied = await migrateDatabase(url).catch((error: unknown) =>
+      fail(`sluice: DATABASE_URL: migrating failed: ${error instanceof Error ? error.message : String(error)}`),
+    );
     console.log(applied.length ? `applied: ${applied.join(', ')}` : 'the database is up to date');
     break;
   }

@@ -7,6 +7,7 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { createApp } from '../api/app.ts';
 import { type Config, loadConfig } from '../config.ts';
+import { ConfigError } from '../core/errors.ts';
 import { RestClock } from '../core/rest.ts';
 import { type Poke, WorkWaiters } from '../core/wake.ts';
 import type { OpenDb } from '../db/db.ts';
@@ -195,7 +196,26 @@ export async function startNodeSluice(options: {
     },
     hostname: host,
   });
-  await new Promise<void>((resolve) => server.listen({ port: options.port ?? 0, host, backlog: LISTEN_BACKLOG }, resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ port: options.port ?? 0, host, backlog: LISTEN_BACKLOG }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    // A port in use (often by `npm start`'s Worker) is the operator's to fix, in one line.
+    await channel.close();
+    push.close();
+    await Promise.all([db.close(), dispatchDb.close(), spans?.shutdown().catch(() => {})]);
+    const code = (error as { code?: unknown }).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      const why = code === 'EADDRINUSE' ? 'is in use by another process (npm start?)' : `cannot be listened on (${code})`;
+      throw new ConfigError([{ path: 'PORT', message: `${host}:${options.port ?? 0} ${why}: set PORT (and HOST) to a free one` }]);
+    }
+    throw error;
+  }
   const address = server.address() as { port: number };
   loop?.start();
   // Off the dispatch path: retention every bucket width, at least once a minute (the Worker's

@@ -5,6 +5,8 @@
  */
 
 import { spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LATEST_MIGRATION } from '../../src/db/migrate.ts';
 import { freePort } from '../../src/node/postgres.ts';
@@ -71,6 +73,67 @@ describe('on Node, serve', () => {
     expect(refused.output.trim().split('\n')).toEqual([
       expect.stringMatching(/^sluice: DATABASE_URL: the database refused the connection: password authentication failed/),
     ]);
+  });
+
+  it('refuses a port in use (npm start holds 8787) in one line naming PORT', async () => {
+    const current = await createTestDatabase();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const { code, output } = await serve(current.url, { PORT: String(port) });
+      expect(code).toBe(1);
+      expect(output.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^sluice: .*PORT: 127\\.0\\.0\\.1:${port} is in use`))]);
+    } finally {
+      taken.close();
+      await current.drop();
+    }
+  });
+
+  it('with the database away, starts, and says each failure in one line, never a stack', async () => {
+    const child = spawn(`${BIN}/node`, ['src/node/serve.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        ...testEnv(secrets, `postgres://nobody@127.0.0.1:${await freePort()}/none`),
+        PORT: String(await freePort()),
+        NO_COLOR: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const collect = (c: Buffer) => {
+      output += c.toString();
+    };
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
+    try {
+      // Until the first run, chores and wake channel have each failed (a run backs off after).
+      await expect
+        .poll(() => ['dispatcher run failed', 'sweep chore failed', 'listening for wake-ups failed'].every((t) => output.includes(t)), {
+          timeout: 15_000,
+        })
+        .toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    const lines = output.trim().split('\n');
+    expect(lines[0]).toBe('sluice: the database does not answer yet; starting anyway (503 until it does)');
+    for (const line of lines) expect(line).toMatch(/^sluice: /);
+  });
+
+  it('npm run db:migrate: a database that does not answer is one line naming DATABASE_URL', async () => {
+    const child = spawn(`${BIN}/node`, ['src/node/cli.ts', 'migrate'], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: `postgres://nobody@127.0.0.1:${await freePort()}/none`, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    expect(code).toBe(2);
+    expect(output.trim().split('\n')).toEqual([expect.stringMatching(/^sluice: DATABASE_URL: migrating failed: connect ECONNREFUSED/)]);
   });
 
   it('refuses a schema older than this version, naming the migration it needs', async () => {
