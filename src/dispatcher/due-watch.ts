@@ -77,7 +77,7 @@ export class DueWatch {
           this.#o.onDue();
         }, ms);
       })
-      .catch((error: unknown) => this.#o.log.warn('sluice: reading the next due time failed:', loggable(error)))
+      .catch((error: unknown) => this.#o.log.warn('sluice: reading the next due time failed', loggable(error)))
       .finally(() => {
         this.#reading = null;
         this.#o.onReadEnd();

@@ -48,7 +48,7 @@ export class DispatchLoop {
     this.#options = { maxSleepMs: options.maxSleepMs, errorBackoffMs: options.errorBackoffMs ?? 250 };
     this.#timers = options.timers ?? systemTimers;
     this.#resting = options.resting ?? (() => false);
-    this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed:', loggable(e)));
+    this.#onError = options.onError ?? ((e) => console.error('sluice: dispatcher run failed', loggable(e)));
   }
 
   /** Work comes due at `atMs` (default: now). Runs now, or makes sure a run starts by then. */

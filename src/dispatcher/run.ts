@@ -266,7 +266,7 @@ class DispatchRun {
       this.report.fired += fired.fired;
       if (fired.fired > 0) this.#freed = true;
     } catch (error) {
-      this.#log.error('sluice: firing due schedules failed:', loggable(error));
+      this.#log.error('sluice: firing due schedules failed', loggable(error));
     }
   }
 
@@ -290,7 +290,7 @@ class DispatchRun {
       );
       if (settled.length > 0) this.#freed = true;
     } catch (error) {
-      this.#log.error('sluice: reaping expired leases failed:', loggable(error));
+      this.#log.error('sluice: reaping expired leases failed', loggable(error));
     }
   }
 
@@ -367,7 +367,7 @@ class DispatchRun {
       await this.#settler.flush();
       this.#dueReads.answered(mine, await this.#dueReads.read());
     })()
-      .catch((error: unknown) => this.#log.warn('sluice: reading the next due time failed:', loggable(error)))
+      .catch((error: unknown) => this.#log.warn('sluice: reading the next due time failed', loggable(error)))
       .finally(() => {
         reading = false;
         this.#background.delete(read);
