@@ -10,8 +10,13 @@
  * Per second: pushes answered 200 and 429. Reported: the 429 share after the first 5 s, the
  * throughput against capacity in seconds 5-10, how long after C rose it took to reach 80% of
  * the new capacity, tasks dead and attempts used by a 429 (both should be 0), claim passes.
- * BENCH_TRACE=1 also prints each level's learnt limit and leases four times a second, and the
- * time Postgres spent in Sluice's functions.
+ * BENCH_TRACE=1 also prints each level's learnt limit and leases four times a second (ten in the
+ * ramp), and the time Postgres spent in Sluice's functions.
+ *
+ * BENCH_MODE=ramp is the ramp as a user meets it: one queue (concurrency 64, adaptive) on the
+ * paths' defaults (the Worker as `npm start` runs it, 4 shards of 6; Node with 64 in flight),
+ * keyless, then with every task under one key (key_concurrency 64). Reported: pushes answered
+ * 200 per second, seconds 5-10 against 80/s, and seconds 10-20 (the ramp included) against 240/s.
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -19,7 +24,9 @@ import { startNodeSluice } from '../src/node/server.ts';
 import { startWorker } from '../src/node/worker-runtime.ts';
 import { benchSetup } from './setup.ts';
 
-const TASKS = Number(process.env.BENCH_TASKS ?? 8_000);
+const RAMP = process.env.BENCH_MODE === 'ramp';
+/** Enough for the ramp's 20 s at full capacity (800 + 2,400) and some left over. */
+const TASKS = Number(process.env.BENCH_TASKS ?? (RAMP ? 4_000 : 8_000));
 /** Which paths to run: `node`, `worker` or both (default), comma-separated. */
 const PATHS = (process.env.BENCH_PATHS ?? 'node,worker').split(',');
 const PUSH_MS = 100;
@@ -85,7 +92,7 @@ async function claimPasses(): Promise<number> {
 async function run(path: string, url: string, queue: string, keyOf: (n: number) => string | null) {
   await admin.query('truncate sluice.tasks, sluice.finished, sluice.attempts, sluice.lanes, sluice.levels cascade');
   capacity = { all: 8, slow: 2 };
-  keyed = queue === 'keyed';
+  keyed = queue !== 'flat';
   inFlight.clear();
   seconds = [];
   const passesBefore = await claimPasses();
@@ -111,7 +118,7 @@ async function run(path: string, url: string, queue: string, keyOf: (n: number) 
         `  t=${((Date.now() - startedAt) / 1000).toFixed(1)} learnt/leased ${lv}; endpoint ${[...inFlight].map(([k, n]) => `${k}:${n}`).join(' ')}`,
       );
     }
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, RAMP ? 100 : 250));
   }
   clearTimeout(raise);
   const took = (Date.now() - startedAt) / 1000;
@@ -139,9 +146,23 @@ async function run(path: string, url: string, queue: string, keyOf: (n: number) 
     return all === 0 ? 0 : over / all;
   };
   const rate = (from: number, to: number) => seconds.slice(from, to).reduce((a, x) => a + x.ok, 0) / Math.max(1, to - from);
-  // Capacity per second: C / 100 ms (per key when keyed: the "slow" key's 2 plus C for each other).
-  const cap = (c: number) => (keyed ? (c * 3 + 2) * (1000 / PUSH_MS) : c * (1000 / PUSH_MS));
+  // Capacity per second: C / 100 ms (per key with four keys: the "slow" key's 2 plus C for each other).
+  const cap = (c: number) => (queue === 'keyed' ? (c * 3 + 2) * (1000 / PUSH_MS) : c * (1000 / PUSH_MS));
   const firstPhase = PHASE_MS / 1000;
+  if (RAMP) {
+    const after = rate(firstPhase, 2 * firstPhase);
+    console.log(
+      [
+        `${path} ${queue}:`,
+        `s 5-10 ${rate(5, firstPhase).toFixed(0)}/s of ${cap(8)} (${((rate(5, firstPhase) / cap(8)) * 100).toFixed(0)}%);`,
+        `s 10-20 ${after.toFixed(0)}/s of ${cap(24)} (${((after / cap(24)) * 100).toFixed(0)}%);`,
+        `429 share s 10-20 ${(share(firstPhase, 2 * firstPhase) * 100).toFixed(1)}%;`,
+        `not succeeded ${outcome.dead}; learnt ${outcome.learnt}; ${passes} claim passes`,
+      ].join(' '),
+    );
+    console.log(`  per second (200/429): ${seconds.map((s) => `${s.ok}/${s.over}`).join(' ')}`);
+    return;
+  }
   const reached = seconds.findIndex((s, i) => i >= firstPhase && s.ok >= 0.8 * cap(24));
   const line = [
     `${path} ${queue}:`,
@@ -157,25 +178,38 @@ async function run(path: string, url: string, queue: string, keyOf: (n: number) 
   console.log(`  per second (200/429): ${seconds.map((s) => `${s.ok}/${s.over}`).join(' ')}`);
 }
 
-const queues = JSON.stringify({ flat: { concurrency: 64, adaptive: true }, keyed: { key_concurrency: 64, adaptive: true } });
-const env = { ...setup.env, SLUICE_QUEUES: queues, SLUICE_DISPATCH_PARALLELISM: '100', SLUICE_CLUSTER_CAP: '' };
+const queues = JSON.stringify({
+  flat: { concurrency: 64, adaptive: true },
+  keyed: { key_concurrency: 64, adaptive: true },
+  one_key: { key_concurrency: 64, adaptive: true },
+});
+/** The ramp runs each path on its defaults; the first workload, 16 shards of 6 and Node 100 in flight. */
+const env = { ...setup.env, SLUICE_QUEUES: queues, SLUICE_CLUSTER_CAP: '', ...(RAMP ? {} : { SLUICE_DISPATCH_PARALLELISM: '100' }) };
 const keyOf = (n: number) => (n % 4 === 0 ? 'slow' : `k${n % 4}`);
+/** The queues a path runs, in order: keyless, then keyed. */
+const runs: Array<[string, (n: number) => string | null]> = RAMP
+  ? [
+      ['flat', () => null],
+      ['one_key', () => 'k'],
+    ]
+  : [
+      ['flat', () => null],
+      ['keyed', keyOf],
+    ];
 try {
   if (PATHS.includes('node')) {
     const node = await startNodeSluice({ env });
     try {
-      await run('Node', node.url, 'flat', () => null);
-      await run('Node', node.url, 'keyed', keyOf);
+      for (const [queue, key] of runs) await run('Node', node.url, queue, key);
     } finally {
       await node.close();
     }
   }
   if (PATHS.includes('worker')) {
-    const vars = { ...env, SLUICE_DISPATCH_SHARDS: '16', SLUICE_DISPATCH_PARALLELISM: '6' };
+    const vars = RAMP ? env : { ...env, SLUICE_DISPATCH_SHARDS: '16', SLUICE_DISPATCH_PARALLELISM: '6' };
     const worker = await startWorker({ script: setup.script, vars });
     try {
-      await run('Worker', worker.url, 'flat', () => null);
-      await run('Worker', worker.url, 'keyed', keyOf);
+      for (const [queue, key] of runs) await run('Worker', worker.url, queue, key);
     } finally {
       await worker.close();
     }
