@@ -123,7 +123,13 @@ export function shardsToWake(announcedTasks: number, parallelism: number, shards
   return Math.min(shards, Math.max(1, Math.ceil(announcedTasks / parallelism)));
 }
 
-/** The shard a busy shard recruits: the next one, never wrapping round (shard 0 is first). */
+/**
+ * The shard a busy shard recruits: the next one, the last recruiting the first. Shards stop on
+ * their own when they find nothing (an adaptive limit was cut), so the busy ones need not begin
+ * at shard 0: a last shard that never recruited kept a queue at its six places while its learnt
+ * limit allowed four shards' (docs/performance.md). A shard recruited while it drains already
+ * just claims again.
+ */
 export function nextShard(index: number, shards: number): number | null {
-  return index + 1 < shards ? index + 1 : null;
+  return shards > 1 ? (index + 1) % shards : null;
 }

@@ -68,8 +68,8 @@ describe('shards', () => {
       }),
     );
   });
-  it('recruits the next shard, never wrapping round to a shard already started', () => {
-    expect([0, 1, 2, 3].map((i) => nextShard(i, 4))).toEqual([1, 2, 3, null]);
+  it('recruits the next shard, the last the first, never itself', () => {
+    expect([0, 1, 2, 3].map((i) => nextShard(i, 4))).toEqual([1, 2, 3, 0]);
     expect(nextShard(0, 1)).toBeNull();
   });
 });
