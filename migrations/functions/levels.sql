@@ -15,7 +15,16 @@
 --   in flight under the old limit: that cut answered them already.
 -- - A window of successes (as many as the limit, at least 8: a level at 2 would otherwise probe
 --   every other push) adds one, when the level was using at least half of its limit (a level its
---   tasks do not fill learns nothing).
+--   tasks do not fill learns nothing). A level 2 + 30% of its limit windows past its last cut
+--   (twice the climb back from a cut, 15% of the limit at one a window, and two) has gone well
+--   above where its endpoint last refused and met no overload: that endpoint takes more now,
+--   and a window adds a quarter of the limit (at least one) until the next overload, a gentler
+--   slow start. One a window, a capacity that went from 8 to 24 took 16 windows to follow, 2 s
+--   of 100 ms pushes; now 8. The margin is for overloads that arrive late: on a Worker of 16
+--   shards they reach the level a window or two after the push, and with 15% and two it
+--   probed past its capacity before they came (429s 2.1-2.5% of pushes against 1.4-1.7%;
+--   docs/performance.md). Windows are counted as the time since the cut over this window's
+--   (`moved_at`, when the limit last moved, began it).
 -- - A Retry-After (`hold`) holds the level until then, adaptive or not.
 -- A level's first row comes from its first overload or hold; successes alone never make one.
 create or replace function sluice.levels_learn(p_signals jsonb, p_ids bigint[]) returns integer
@@ -58,10 +67,13 @@ begin
       select sg.overloads > 0 and (old.decreased_at is null or sg.overload_leased_at >= old.decreased_at) as lower,
              old.effective is not null and old.successes + sg.oks >= greatest(old.effective, 8)
                and sg.n * 2 >= old.effective as grow,
+             old.decreased_at is null
+               or (now() - old.decreased_at) * 10 >= (now() - old.moved_at) * (20 + 3 * old.effective) as quiet,
              sg.hold_until > coalesce(old.held_until, '-infinity') as hold
     ) d
     cross join lateral (
       select case when d.lower then greatest(1, least(coalesce(old.effective, sg.n), sg.n) * 17 / 20)
+                  when d.grow and d.quiet then old.effective + greatest(1, old.effective / 4)
                   when d.grow then old.effective + 1
                   else old.effective end as effective,
              case when d.lower or d.grow then 0 else old.successes + sg.oks end as successes,

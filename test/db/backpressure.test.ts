@@ -241,6 +241,54 @@ describe('an adaptive queue learns its limit (AIMD)', () => {
     expect(await level('cap', '*')).toMatchObject({ effective: 17 });
   });
 
+  it('a level 2 + 30% of its limit windows past its last cut adds a quarter a window: 8 → 24 in 99 successes, not 248', async () => {
+    // A level cut to 8 whose endpoint now takes 24: each window of successes (as many as its
+    // limit, all in flight at once) takes 100 ms, and no overload comes. The rule is
+    // sluice.levels_learn's, called as the settle calls it, on a clock the test moves: in each
+    // window's transaction the level's instants are set from the database's now (which that
+    // transaction keeps), as long ago as the moved clock says they are.
+    await t.db.query(`insert into sluice.levels (queue, lane, effective, reason) values ('cap', '*', 8, 'lowered: HTTP 429')`);
+    let clock = 0;
+    let cutAt = 0;
+    let movedAt = 0;
+    const windowOf = (limit: number) =>
+      t.db.transaction(async (tx) => {
+        await tx.query(
+          `update sluice.levels set decreased_at = now() - make_interval(secs => $1 / 1000.0), moved_at = now() - make_interval(secs => $2 / 1000.0)
+           where queue = 'cap' and lane = '*'`,
+          [clock - cutAt, clock - movedAt],
+        );
+        const signals = Array.from({ length: limit }, () => ({ queue: 'cap', level: '*', signal: 'ok', adaptive: true }));
+        await tx.query('select sluice.levels_learn($1::jsonb, $2::bigint[])', [JSON.stringify(signals), []]);
+        const [row] = await tx.query<{ effective: number }>(`select effective from sluice.levels where queue = 'cap' and lane = '*'`);
+        return row!.effective;
+      });
+    const limits: number[] = [];
+    let used = 0;
+    for (let limit = 8; limit < 24; ) {
+      clock += 100;
+      const next = await windowOf(limit);
+      used += limit;
+      if (next !== limit) movedAt = clock;
+      limits.push(next);
+      limit = next;
+    }
+    // One a window for 2 + 30% of its limit windows (twice the climb back from a cut, and two);
+    // then a quarter. One a window all the way took 16 windows: 8 + 9 + … + 23 = 248 successes.
+    expect(limits).toEqual([9, 10, 11, 12, 13, 16, 20, 25]);
+    expect(used).toBe(99);
+
+    // An overload cuts it (to 21, as 85% of 25): the next windows add one each again.
+    await t.db.query(`update sluice.levels set effective = 21 where queue = 'cap' and lane = '*'`);
+    cutAt = movedAt = clock;
+    for (const limit of [21, 22]) {
+      clock += 100;
+      expect(await windowOf(limit)).toBe(limit + 1);
+      movedAt = clock;
+    }
+    expect(await level('cap', '*')).toMatchObject({ reason: 'raised: a window of successes' });
+  });
+
   it('a push that went unanswered (a timeout) lowers an adaptive level too; its lease stays held', async () => {
     await taskInsertMany(
       t.db,
