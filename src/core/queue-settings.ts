@@ -62,7 +62,7 @@ export const QUEUE_SETTINGS = {
   adaptive: setting(
     z.boolean(),
     false,
-    'Limits that learn (AIMD): the queue’s and its keys’ limits become ceilings, lowered by a quarter on an overload answer (429, 503, a refused connection), raised after a window of successes.',
+    'Limits that learn (AIMD): the queue’s and its keys’ limits become ceilings, cut to 85% on an overload answer (429, 503, a refused connection, no answer), raised after a window of successes (by one, or by a quarter once well past the last cut).',
   ),
   adaptive_min: setting(count(), 1, 'The lowest limit an adaptive queue’s levels learn; the configured limits stay the highest.'),
   pull: setting(
