@@ -6,10 +6,10 @@
  * 404, the very answer for one that does not exist. Listings show only the key's queues.
  */
 import { NAME_PATTERN } from '../config-fields.ts';
-import { type FieldIssue, NotFoundError, QueueNotAllowedError, ValidationError } from '../core/errors.ts';
+import { type FieldIssue, NotFoundError, QueueNotAllowedError } from '../core/errors.ts';
 import { isTaskId, LIMITS } from '../core/types.ts';
 import type { Queryable } from '../db/db.ts';
-import type { NewTask } from '../db/new-task.ts';
+import { type NewTask, parentsMissing } from '../db/new-task.ts';
 import { taskQueue, unfinishedTaskQueues } from '../db/queue-scope.ts';
 import { scheduleGet } from '../db/schedules.ts';
 import { type QueueScope, queueAllowed } from '../security/api-keys.ts';
@@ -67,7 +67,7 @@ export async function requireParentsInScope(db: Queryable, scope: QueueScope, ta
     const queue = queues.get(p);
     return queue === undefined || !queueAllowed(scope, queue);
   });
-  if (missing.length > 0) throw new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
+  if (missing.length > 0) throw parentsMissing(missing);
 }
 
 /** A task read by id: itself when its key may use its queue, else 404 as for one that does not exist. */

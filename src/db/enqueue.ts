@@ -9,7 +9,7 @@ import { type Db, prepared, type Queryable } from './db.ts';
 import { type Debounce, debounceJoin, debounceRecord } from './debounce.ts';
 import { DEDUP_RACED_CTE, dedupHoldersSql, keyNotHeldAfterFinish } from './dedup-ttl.ts';
 import { insertWithKeyStrategies, keyStrategyMayApply } from './key-strategy.ts';
-import { type Enqueued, INPUT_COLUMNS, inputColumns, type NewTask } from './new-task.ts';
+import { type Enqueued, INPUT_COLUMNS, inputColumns, type NewTask, parentsMissing } from './new-task.ts';
 import { DEFAULT_CONTENT_TYPE, type TaskRow, toTask, UNFINISHED_SQL } from './rows.ts';
 
 /** What a lean enqueue reads back of each task: where it went, and when it comes due. */
@@ -224,7 +224,7 @@ async function insertOnce<R, T>(
       [parents],
     );
     const missing = parents.filter((p) => !open.some((o) => o.id === p));
-    if (missing.length > 0) throw new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
+    if (missing.length > 0) throw parentsMissing(missing);
   }
   // A row of the left join whose insert met a dedup conflict (or a finished task holding its
   // key) has every column null.

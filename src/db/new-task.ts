@@ -3,6 +3,7 @@
  * and how the enqueue's statement takes it: one typed array per column (`inputColumns`), from
  * its snake_case row (`toInputRow`), the form schedules keep their template in too.
  */
+import { ValidationError } from '../core/errors.ts';
 import type { KeyStrategy } from '../core/queue-settings.ts';
 import type { Backoff, HttpMethod, Task } from '../core/types.ts';
 import type { Debounce } from './debounce.ts';
@@ -161,4 +162,13 @@ export function toInputRow(t: NewTask, ord: number) {
     dedup_ttl_ms: t.dedupTtlMs ?? null,
     callback: t.callback ?? null,
   };
+}
+
+/**
+ * The refusal of `parent_id`s that name no unfinished task: the enqueue's, and the same words for
+ * a parent a key limited to queues may not see (src/api/queue-access.ts), so that the two answers
+ * cannot be told apart.
+ */
+export function parentsMissing(missing: readonly string[]): ValidationError {
+  return new ValidationError([{ path: 'parent_id', message: `names no unfinished task (${missing.join(', ')})` }]);
 }
